@@ -1,0 +1,27 @@
+// Builds dist/: compiles src/ with tsc, then copies the SQL migrations, which are loaded at run time.
+import { execFileSync } from 'node:child_process';
+import { chmodSync, cpSync, existsSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const dist = join(root, 'dist');
+rmSync(dist, { recursive: true, force: true });
+execFileSync(
+  process.execPath,
+  [join(root, 'node_modules/typescript/bin/tsc'), '-p', join(root, 'tsconfig.build.json')],
+  {
+    stdio: 'inherit',
+  },
+);
+
+function copyAssets(dir) {
+  for (const name of readdirSync(dir)) {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) copyAssets(path);
+    else if (name.endsWith('.sql')) cpSync(path, join(dist, relative(join(root, 'src'), path)));
+  }
+}
+copyAssets(join(root, 'src'));
+const bin = join(dist, 'cli/main.js');
+if (existsSync(bin)) chmodSync(bin, 0o755);

@@ -1,0 +1,8 @@
+/** @module core/errors — every error Sluice raises; codes are listed in docs/errors.md. */
+export * from './capacity-errors.js';
+export * from './input-errors.js';
+export * from './interruptions.js';
+export * from './operation-errors.js';
+export * from './outcomes.js';
+export * from './sluice-error.js';
+export * from './store-errors.js';

@@ -1,0 +1,84 @@
+/**
+ * @module core/errors/outcomes
+ * The classified outcomes a handler or an effect's `call` raises. The engine is the only layer
+ * that retries, and it decides from these:
+ *
+ * - `Permanent`: validation, a 4xx, a business refusal. Never retried: the operation `failed`.
+ * - `Retryable`: the call certainly did not take effect (a 503, connection refused before the
+ *   request was sent). Retried with back-off.
+ * - `Ambiguous`: the call may have taken effect (a timeout after sending, a reset connection).
+ *   Retried only under the same effect key inside the provider's retention; beyond it, the
+ *   operation waits for reconciliation.
+ * - `EffectConflict`: the provider refused the effect key because it was used with other
+ *   parameters. Retrying cannot fix it and a person must look: the operation is dead-lettered.
+ *
+ * Anything else thrown counts as retryable and is logged as unclassified.
+ */
+import { hasCode, SluiceError } from './sluice-error.js';
+
+export interface OutcomeOptions {
+  cause?: unknown;
+  /** A stable code for the failure, stored with the operation; defaults to the outcome's own. */
+  code?: string;
+  details?: unknown;
+}
+
+abstract class Outcome extends SluiceError {
+  readonly details?: unknown;
+  constructor(defaultCode: string, message: string, retryable: boolean, options: OutcomeOptions) {
+    super(options.code ?? defaultCode, message, { cause: options.cause, retryable });
+    if (options.details !== undefined) this.details = options.details;
+  }
+}
+
+const OUTCOME = Symbol.for('sluice.outcome');
+function mark(error: SluiceError, outcome: string): void {
+  Object.defineProperty(error, OUTCOME, { value: outcome });
+}
+function outcomeOf(value: unknown): string | undefined {
+  return typeof value === 'object' && value !== null
+    ? ((value as Record<symbol, unknown>)[OUTCOME] as string | undefined)
+    : undefined;
+}
+
+export class Permanent extends Outcome {
+  constructor(message: string, options: OutcomeOptions = {}) {
+    super('permanent-failure', message, false, options);
+    mark(this, 'permanent');
+  }
+}
+export const isPermanent = (e: unknown): e is Permanent => outcomeOf(e) === 'permanent';
+
+export class Retryable extends Outcome {
+  constructor(message: string, options: OutcomeOptions = {}) {
+    super('retryable-failure', message, true, options);
+    mark(this, 'retryable');
+  }
+}
+export const isRetryable = (e: unknown): e is Retryable => outcomeOf(e) === 'retryable';
+
+export class Ambiguous extends Outcome {
+  constructor(message: string, options: OutcomeOptions = {}) {
+    super('ambiguous-outcome', message, true, options);
+    mark(this, 'ambiguous');
+  }
+}
+export const isAmbiguous = (e: unknown): e is Ambiguous => outcomeOf(e) === 'ambiguous';
+
+export class EffectConflict extends SluiceError {
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super('effect-key-conflict', message, { cause: options.cause });
+  }
+}
+export const isEffectConflict = (e: unknown): e is EffectConflict => hasCode(e, 'effect-key-conflict');
+
+/** An effect's outcome is unknown and no blind retry is safe: the operation waits for a person. */
+export class EffectOutcomeUnknown extends SluiceError {
+  readonly effect: string;
+  constructor(effect: string, message: string) {
+    super('effect-outcome-unknown', message);
+    this.effect = effect;
+  }
+}
+export const isEffectOutcomeUnknown = (e: unknown): e is EffectOutcomeUnknown =>
+  hasCode(e, 'effect-outcome-unknown');

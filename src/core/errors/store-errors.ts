@@ -1,0 +1,37 @@
+/**
+ * @module core/errors/store-errors
+ * Store failures classified into a closed set, each knowing whether a retry may succeed. Each
+ * driver maps its native errors here (SQLITE_BUSY, PostgreSQL SQLSTATE classes 08, 40001,
+ * 40P01, 57014…), so the engine never inspects a driver's error.
+ */
+import { isSluiceError, SluiceError } from './sluice-error.js';
+
+export type StoreErrorReason =
+  | 'unavailable'
+  | 'busy'
+  | 'serialization'
+  | 'unique-violation'
+  | 'statement-timeout'
+  | 'unknown';
+
+const RETRYABLE: Record<StoreErrorReason, boolean> = {
+  unavailable: true,
+  busy: true,
+  serialization: true,
+  'unique-violation': false,
+  'statement-timeout': true,
+  unknown: false,
+};
+
+export class StoreError extends SluiceError {
+  readonly reason: StoreErrorReason;
+  constructor(reason: StoreErrorReason, message: string, options: { cause?: unknown } = {}) {
+    super(`store-${reason}`, message, { cause: options.cause, retryable: RETRYABLE[reason] });
+    this.reason = reason;
+  }
+}
+export function isStoreError(value: unknown): value is StoreError {
+  return isSluiceError(value) && value.code.startsWith('store-');
+}
+export const isStoreUnavailable = (e: unknown): e is StoreError =>
+  isStoreError(e) && e.reason === 'unavailable';

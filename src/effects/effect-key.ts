@@ -1,0 +1,17 @@
+/**
+ * @module effects/effect-key
+ * The provider idempotency key of an effect, derived from (tenant, operation id, effect name)
+ * and nothing else: the same on every attempt, every worker, every deployment, forever. It is
+ * built from the server's own identity of the operation, never from a client-chosen value alone
+ * (the tenant scopes it), and it is short and URL-safe so every provider accepts it (Stripe: up to
+ * 255 characters).
+ */
+import { createHash } from 'node:crypto';
+
+export type EffectKeyFn = (tenant: string, id: string, effect: string) => string;
+
+/** `sk_` + base64url(SHA-256(JSON [tenant, id, effect])): 46 characters. */
+export const deriveEffectKey: EffectKeyFn = (tenant, id, effect) =>
+  `sk_${createHash('sha256')
+    .update(JSON.stringify([tenant, id, effect]))
+    .digest('base64url')}`;

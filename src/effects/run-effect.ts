@@ -1,0 +1,193 @@
+/**
+ * @module effects/run-effect
+ * The effect protocol, the heart of Sluice. Inside a handler every external effect goes through
+ * `ctx.effect(name, {call, lookup?, retentionMs})`, which runs these steps:
+ *
+ * 1. If the journal says `committed`, return the stored result: no call.
+ * 2. (Budgets are reserved here: spend units, provider call rate.)
+ * 3. Durably write `pending` with the effect key and the first-sent time (kept from the first
+ *    try), fenced by the lease. This also marks the operation's point of no return for cancel.
+ * 4. Call the provider with the key and the attempt's `AbortSignal`.
+ * 5. Durably write `committed` with the result. Only then may the operation complete.
+ *
+ * A `pending` row found at step 3 means an earlier attempt may have sent the request (it crashed,
+ * or the outcome was ambiguous). Recovery:
+ * - inside the provider's retention window: ask `lookup` if given; if it finds the effect, record
+ *   it; otherwise call again under the same key, which the provider deduplicates;
+ * - past the window: never call blindly. Only an authoritative `lookup` answer (found, or
+ *   confirmed absent) lets the operation go on; otherwise it ends `needs_reconciliation`.
+ *
+ * "Inside the window" keeps a margin of one attempt timeout, so a resent request cannot reach
+ * the provider after it has forgotten the key.
+ */
+import {
+  EffectOutcomeUnknown,
+  InvalidArgument,
+  isEffectConflict,
+  isPermanent,
+  LeaseLost,
+  Permanent,
+  toErrorRecord,
+} from '../core/errors/index.js';
+import {
+  type FailpointInfo,
+  type FailpointName,
+  failpoint,
+  isSimulatedCrash,
+} from '../runtime/failpoints.js';
+import type { Store } from '../store/store.js';
+import type { EffectRow, LeaseRef } from '../store/types.js';
+
+/** The arguments a provider call receives. */
+export interface EffectCall {
+  /** The provider idempotency key. Send it with every request for this effect. */
+  key: string;
+  /** Fires when the attempt must stop (deadline, timeout, lost lease, shutdown). */
+  signal: AbortSignal;
+  /** 1 for the first request under this key, then 2, 3… across attempts. */
+  send: number;
+}
+
+/** What `lookup` learned from the provider about the effect key. */
+export type LookupResult<T> =
+  | { status: 'committed'; result: T; reference?: string | null }
+  | { status: 'absent' }
+  | { status: 'unknown' };
+
+export interface EffectOptions<T> {
+  /** Performs the effect under `key`. Throw `Permanent`, `Retryable`, `Ambiguous` or `EffectConflict`. */
+  call(args: EffectCall): Promise<T>;
+  /** Asks the provider whether an effect exists under `key`; authoritative answers only. */
+  lookup?(args: {
+    key: string;
+    signal: AbortSignal;
+    firstSentAt: number;
+    reference: string | null;
+  }): Promise<LookupResult<T>>;
+  /** How long the provider honours the key. Default: the kind's `effectRetentionMs`. */
+  retentionMs?: number;
+  /** The provider's own reference for the result (a charge id), kept with the journal row. */
+  reference?(result: T): string | null;
+  /** A paid provider's name, for budgets and metrics. */
+  provider?: string;
+  /** Units this call spends against the provider's budgets. */
+  cost?: number;
+}
+
+export interface EffectRuntime {
+  store: Store;
+  lease: LeaseRef;
+  signal: AbortSignal;
+  effectKey: (name: string) => string;
+  retentionMs: number;
+  /** Safety margin subtracted from retention: the longest a request may be outstanding. */
+  marginMs: number;
+  failpointInfo: FailpointInfo;
+  /** Throws if the attempt has been abandoned (simulated crash). */
+  checkAlive(): void;
+  /** Called when a failpoint simulates this worker's death: the attempt writes nothing more. */
+  markCrashed(): void;
+  onCall?(name: string, outcome: string): void;
+}
+
+const NAME = /^[A-Za-z0-9_.:-]{1,100}$/;
+
+export async function runEffect<T>(rt: EffectRuntime, name: string, options: EffectOptions<T>): Promise<T> {
+  if (!NAME.test(name)) throw new InvalidArgument(`effect name ${JSON.stringify(name)} must match ${NAME}`);
+  rt.checkAlive();
+  rt.signal.throwIfAborted();
+  const info = { ...rt.failpointInfo, effect: name };
+  await hit(rt, 'effect.before-pending', info);
+  rt.checkAlive();
+
+  const key = rt.effectKey(name);
+  const begin = await rt.store.effectBegin({
+    lease: rt.lease,
+    name,
+    key,
+    provider: options.provider ?? null,
+    cost: options.cost ?? null,
+  });
+  rt.checkAlive();
+  let row: EffectRow = begin.row;
+  if (row.state === 'committed') return row.result as T;
+  if (row.state === 'failed') {
+    throw new Permanent(row.error?.message ?? `effect ${name} failed`, {
+      code: row.error?.code ?? 'effect-failed',
+    });
+  }
+
+  if (!begin.created) {
+    const retentionMs = options.retentionMs ?? rt.retentionMs;
+    const insideWindow = begin.now - row.firstSentAt + rt.marginMs <= retentionMs;
+    if (options.lookup) {
+      const found = await options.lookup({
+        key: row.key,
+        signal: rt.signal,
+        firstSentAt: row.firstSentAt,
+        reference: row.reference,
+      });
+      rt.checkAlive();
+      rt.onCall?.(name, `lookup-${found.status}`);
+      if (found.status === 'committed') {
+        await commit(rt, name, found.result, found.reference ?? options.reference?.(found.result) ?? null);
+        return found.result;
+      }
+      if (found.status === 'unknown' && !insideWindow) throw unknown(name, row, retentionMs);
+    } else if (!insideWindow) {
+      throw unknown(name, row, retentionMs);
+    }
+    row = (await rt.store.effectRecordSend({ lease: rt.lease, name })).row;
+    rt.checkAlive();
+  }
+
+  await hit(rt, 'effect.before-call', info);
+  rt.checkAlive();
+  let result: T;
+  try {
+    result = await options.call({ key: row.key, signal: rt.signal, send: row.sends });
+  } catch (error) {
+    rt.checkAlive();
+    rt.onCall?.(name, isPermanent(error) ? 'permanent' : isEffectConflict(error) ? 'conflict' : 'error');
+    // A permanent refusal is an answer: the effect did not and will not happen under this key.
+    if (isPermanent(error))
+      await rt.store.effectMarkFailed({ lease: rt.lease, name, error: toErrorRecord(error, 'permanent') });
+    // Anything else leaves the row pending: the next attempt recovers under the same key.
+    throw error;
+  }
+  rt.onCall?.(name, 'committed');
+  await hit(rt, 'effect.after-call', info);
+  rt.checkAlive();
+  await commit(rt, name, result, options.reference?.(result) ?? null);
+  return result;
+}
+
+async function hit(rt: EffectRuntime, point: FailpointName, info: FailpointInfo): Promise<void> {
+  try {
+    await failpoint(point, info);
+  } catch (error) {
+    if (isSimulatedCrash(error)) rt.markCrashed();
+    throw error;
+  }
+}
+
+async function commit(
+  rt: EffectRuntime,
+  name: string,
+  result: unknown,
+  reference: string | null,
+): Promise<void> {
+  const ok = await rt.store.effectMarkCommitted({ lease: rt.lease, name, result: result ?? null, reference });
+  rt.checkAlive();
+  // The provider holds the effect but this worker no longer owns the operation: the owner will
+  // find the row pending and recover it under the same key.
+  if (!ok) throw new LeaseLost(rt.lease.id);
+}
+
+function unknown(name: string, row: EffectRow, retentionMs: number): EffectOutcomeUnknown {
+  return new EffectOutcomeUnknown(
+    name,
+    `effect ${name} (key ${row.key}) may have been sent at ${new Date(row.firstSentAt).toISOString()}, ` +
+      `beyond the provider's ${retentionMs} ms retention: a blind retry could repeat it, so it needs reconciliation`,
+  );
+}

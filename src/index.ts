@@ -1,0 +1,37 @@
+/**
+ * @module sluice
+ * Bounded, durable background operations with safe retries. The public API: named re-exports only.
+ */
+export { type Clock, systemClock } from './core/clock.js';
+export { canonicalJson, operationDigest } from './core/digest.js';
+export * from './core/errors/index.js';
+export type { AttemptView, EffectView, EventView, Operation } from './core/operation.js';
+export {
+  allowedTargets,
+  isTerminal,
+  OPERATION_STATES,
+  type OperationState,
+  TERMINAL_STATES,
+  type TransitionEvent,
+  transitionTable,
+} from './core/states.js';
+export { deriveEffectKey, type EffectKeyFn } from './effects/effect-key.js';
+export type { EffectCall, EffectOptions, LookupResult } from './effects/run-effect.js';
+export { DEFAULT_RETENTION, type RetentionPolicy } from './queue/maintenance.js';
+export { type BackoffOptions, backoffCeiling, DEFAULT_BACKOFF, fullJitterDelay } from './retry/backoff.js';
+export type { AttemptReport } from './runtime/attempt.js';
+export { OperationContext } from './runtime/context.js';
+export { DEFAULT_LIMITS, type Kind, type KindDefinition, type KindLimits } from './runtime/kinds.js';
+export { Worker, type WorkerOptions } from './runtime/worker.js';
+export {
+  type CancelResult,
+  type Include,
+  type ListRequest,
+  Sluice,
+  type SluiceOptions,
+  type SubmitRequest,
+  type SubmitResult,
+} from './sluice.js';
+export { type SqliteOptions, type SqliteStore, sqliteStore } from './store/sqlite/index.js';
+export type { Store } from './store/store.js';
+export type { CancelOutcome, ReconcileEffect } from './store/types.js';

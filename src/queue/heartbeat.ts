@@ -1,0 +1,100 @@
+/**
+ * @module queue/heartbeat
+ * One heartbeat per worker process, not per operation: every tick extends all the leases the
+ * process holds in one store call. A lease the store no longer grants (expired and rescued, or
+ * taken by another worker) aborts its handler; so does a cancel request. If the store cannot be
+ * reached for longer than a lease lasts, the worker must assume the lease is gone and aborts too:
+ * it cannot prove it still owns the operation.
+ */
+import type { Logger } from 'pino';
+import type { Store } from '../store/store.js';
+import type { LeaseRef } from '../store/types.js';
+
+export interface LeaseWatch {
+  lease: LeaseRef;
+  leaseMs: number;
+  onLost(): void;
+  onCancel(): void;
+  /** performance.now() of the last time the store confirmed the lease. */
+  confirmedAt: number;
+}
+
+const keyOf = (l: LeaseRef) => `${l.tenant}\u0000${l.id}\u0000${l.epoch}`;
+
+export class Heartbeat {
+  private readonly watches = new Map<string, LeaseWatch>();
+  private timer: NodeJS.Timeout | undefined;
+  private ticking: Promise<void> | undefined;
+
+  constructor(
+    private readonly store: Store,
+    private readonly log: Logger,
+    private readonly intervalMs: number,
+  ) {}
+
+  get size(): number {
+    return this.watches.size;
+  }
+
+  watch(w: Omit<LeaseWatch, 'confirmedAt'>): void {
+    this.watches.set(keyOf(w.lease), { ...w, confirmedAt: performance.now() });
+  }
+
+  unwatch(lease: LeaseRef): void {
+    this.watches.delete(keyOf(lease));
+  }
+
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => void this.tick(), this.intervalMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.ticking;
+  }
+
+  /** Extends every watched lease now. Exposed for tests and for shutdown. */
+  tick(): Promise<void> {
+    if (this.ticking) return this.ticking;
+    this.ticking = this.beat().finally(() => {
+      this.ticking = undefined;
+    });
+    return this.ticking;
+  }
+
+  private async beat(): Promise<void> {
+    const byLease = new Map<number, LeaseWatch[]>();
+    for (const w of this.watches.values()) {
+      const group = byLease.get(w.leaseMs) ?? [];
+      group.push(w);
+      byLease.set(w.leaseMs, group);
+    }
+    for (const [leaseMs, group] of byLease) {
+      const sentAt = performance.now();
+      try {
+        const statuses = await this.store.leaseExtendMany({ leases: group.map((w) => w.lease), leaseMs });
+        statuses.forEach((s, i) => {
+          const w = group[i]!;
+          if (!s.ok) {
+            this.unwatch(w.lease);
+            w.onLost();
+          } else {
+            w.confirmedAt = sentAt;
+            if (s.cancelRequested) w.onCancel();
+          }
+        });
+      } catch (error) {
+        this.log.warn({ err: error }, 'heartbeat failed; leases not extended');
+        for (const w of group) {
+          if (performance.now() - w.confirmedAt >= w.leaseMs) {
+            this.unwatch(w.lease);
+            w.onLost();
+          }
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,87 @@
+/**
+ * @module queue/maintenance
+ * Background services of a worker process, each a small start/stop unit: the rescuer returns
+ * operations whose lease expired to the queue (or parks poison ones), and the retention purge
+ * turns old terminal operations into tombstones. Running them in every worker is safe: each
+ * call is one short transaction over a bounded batch, and the stores serialise them.
+ */
+import type { Logger } from 'pino';
+import type { Store } from '../store/store.js';
+import type { RescuedOperation } from '../store/types.js';
+
+export interface RetentionPolicy {
+  /** How long terminal operations stay readable. Default 7 days. */
+  terminalMs: number;
+  /** How long a purged id stays refused (since the operation finished). Default 30 days. */
+  tombstoneMs: number;
+}
+
+export const DEFAULT_RETENTION: RetentionPolicy = {
+  terminalMs: 7 * 86_400_000,
+  tombstoneMs: 30 * 86_400_000,
+};
+
+export class PeriodicTask {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+
+  constructor(
+    private readonly name: string,
+    private readonly intervalMs: number,
+    private readonly fn: () => Promise<unknown>,
+    private readonly log: Logger,
+  ) {}
+
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => void this.run(), this.intervalMs);
+    this.timer.unref();
+  }
+
+  run(): Promise<void> {
+    if (this.running) return this.running;
+    this.running = this.fn()
+      .then(
+        () => undefined,
+        (error) => this.log.warn({ err: error, task: this.name }, 'maintenance task failed'),
+      )
+      .finally(() => {
+        this.running = undefined;
+      });
+    return this.running;
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.running;
+  }
+}
+
+/** Rescues expired leases in batches until none is left. */
+export async function rescueAll(
+  store: Store,
+  maxLeaseExpiries: number,
+  batch = 200,
+): Promise<RescuedOperation[]> {
+  const all: RescuedOperation[] = [];
+  for (;;) {
+    const rescued = await store.leaseRescue({ maxLeaseExpiries, limit: batch });
+    all.push(...rescued);
+    if (rescued.length < batch) return all;
+  }
+}
+
+/** Purges in batches until nothing old is left. */
+export async function purgeAll(store: Store, policy: RetentionPolicy, batch = 500): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const { purged } = await store.retentionPurge({
+      retentionMs: policy.terminalMs,
+      tombstoneMs: policy.tombstoneMs,
+      limit: batch,
+    });
+    total += purged;
+    if (purged < batch) return total;
+  }
+}

@@ -1,0 +1,100 @@
+/**
+ * @module retry/classify
+ * Turns how an attempt ended into what happens to the operation. Pure: the worker supplies the
+ * facts (the error, why the signal fired, attempts used, time left) and a random source.
+ *
+ * | ended with                                  | operation                                        |
+ * |---------------------------------------------|--------------------------------------------------|
+ * | lease lost                                  | nothing written (the new owner decides)          |
+ * | worker shutdown                             | back to the queue, the attempt not counted       |
+ * | cancel (no effect begun)                    | cancelled                                        |
+ * | deadline passed                             | failed `deadline-exceeded` (or reconciliation)   |
+ * | effect outcome unknown past retention       | needs_reconciliation                             |
+ * | effect key conflict at the provider         | dead                                             |
+ * | `Permanent`, invalid input                  | failed                                           |
+ * | `Retryable`, `Ambiguous`, timeout, other    | retry after full-jitter back-off, or dead when   |
+ * |                                             | attempts are exhausted / failed when the back-off |
+ * |                                             | would pass the deadline                           |
+ */
+import { endAtDeadline } from '../core/decisions.js';
+import {
+  type ErrorRecord,
+  isAmbiguous,
+  isAttemptTimeout,
+  isCancelRequested,
+  isDeadlineExceeded,
+  isEffectConflict,
+  isEffectOutcomeUnknown,
+  isInputInvalid,
+  isLeaseLost,
+  isPermanent,
+  isRetryable,
+  isWorkerShutdown,
+  toErrorRecord,
+} from '../core/errors/index.js';
+import { type BackoffOptions, fullJitterDelay } from './backoff.js';
+
+export type AttemptEnd =
+  | { outcome: 'abandon' }
+  | { outcome: 'released' }
+  | { outcome: 'cancelled' }
+  | { outcome: 'failed'; error: ErrorRecord }
+  | { outcome: 'dead'; error: ErrorRecord }
+  | { outcome: 'needs_reconciliation'; error: ErrorRecord }
+  | { outcome: 'retry'; error: ErrorRecord; delayMs: number };
+
+export interface FailureFacts {
+  error: unknown;
+  /** `signal.reason` when the attempt's signal had fired, else undefined. */
+  abortReason: unknown;
+  /** Attempts used so far, this one included. */
+  attempt: number;
+  maxAttempts: number;
+  backoff: BackoffOptions;
+  /** Milliseconds until the operation's deadline, or null for none. */
+  deadlineInMs: number | null;
+}
+
+/** Whether a failure may be retried, and how it is labelled in the attempt history. */
+export function failureClass(error: unknown): 'permanent' | 'retryable' | 'ambiguous' {
+  if (isPermanent(error) || isInputInvalid(error)) return 'permanent';
+  if (isAmbiguous(error)) return 'ambiguous';
+  return 'retryable';
+}
+
+export function classifyFailure(f: FailureFacts, random: () => number = Math.random): AttemptEnd {
+  // Why the signal fired takes precedence over what the handler threw on its way out.
+  const cause = f.abortReason ?? f.error;
+  if (isLeaseLost(cause) || isLeaseLost(f.error)) return { outcome: 'abandon' };
+  if (isWorkerShutdown(cause)) return { outcome: 'released' };
+  if (isCancelRequested(cause) || isCancelRequested(f.error)) return { outcome: 'cancelled' };
+  if (isDeadlineExceeded(cause)) {
+    const end = endAtDeadline(false);
+    return { outcome: 'failed', error: end.error! };
+  }
+  if (isEffectOutcomeUnknown(f.error)) {
+    return { outcome: 'needs_reconciliation', error: toErrorRecord(f.error, 'ambiguous') };
+  }
+  if (isEffectConflict(f.error)) return { outcome: 'dead', error: toErrorRecord(f.error, 'permanent') };
+  const kind = failureClass(f.error);
+  if (kind === 'permanent') return { outcome: 'failed', error: toErrorRecord(f.error, 'permanent') };
+
+  const error = toErrorRecord(isAttemptTimeout(cause) ? cause : f.error, kind);
+  if (!isRetryable(f.error) && !isAmbiguous(f.error) && !isAttemptTimeout(cause)) error.outcome = 'retryable';
+  if (f.attempt >= f.maxAttempts) {
+    return {
+      outcome: 'dead',
+      error: {
+        code: 'attempts-exhausted',
+        message: `all ${f.maxAttempts} attempts failed; last: ${error.message}`,
+        outcome: kind,
+        details: { lastError: error },
+      },
+    };
+  }
+  const delayMs = fullJitterDelay(f.attempt - 1, f.backoff, random);
+  if (f.deadlineInMs !== null && delayMs >= f.deadlineInMs) {
+    return { outcome: 'failed', error: endAtDeadline(false).error! };
+  }
+  return { outcome: 'retry', error, delayMs };
+}

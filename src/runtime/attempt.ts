@@ -1,0 +1,258 @@
+/**
+ * @module runtime/attempt
+ * One attempt: the handler run under a lease, from claim to the fenced write that ends it.
+ *
+ * Every exit path releases what the attempt holds: its timers, its heartbeat registration, its
+ * temporary directories, its slot (the caller's `finally`). The end is decided by
+ * retry/classify.ts and written through the finish batcher; a lost lease writes nothing. A
+ * simulated crash (failpoint) also writes nothing: the lease is left to expire, exactly as if the
+ * process had died.
+ */
+import type { Logger } from 'pino';
+import { endAtDeadline } from '../core/decisions.js';
+import { assertPlainJson } from '../core/digest.js';
+import {
+  AttemptTimeout,
+  CancelRequested,
+  DeadlineExceeded,
+  isLeaseLost,
+  LeaseLost,
+  Permanent,
+  UnknownKind,
+} from '../core/errors/index.js';
+import type { EffectKeyFn } from '../effects/effect-key.js';
+import type { Heartbeat } from '../queue/heartbeat.js';
+import { type AttemptEnd, classifyFailure } from '../retry/classify.js';
+import type { Store } from '../store/store.js';
+import type { FinishParams, LeaseRef, OperationRow } from '../store/types.js';
+import { OperationContext } from './context.js';
+import { failpoint, isSimulatedCrash, SimulatedCrash } from './failpoints.js';
+import { type Kind, validateInput } from './kinds.js';
+import type { TempDirs } from './temp-dirs.js';
+
+export interface AttemptEnv {
+  store: Store;
+  kinds: ReadonlyMap<string, Kind>;
+  log: Logger;
+  heartbeat: Heartbeat;
+  tempDirs: TempDirs;
+  effectKey: EffectKeyFn;
+  random: () => number;
+  finish(params: FinishParams): Promise<boolean>;
+  /** Registry of running attempts' controllers, for in-process cancel. */
+  controllers: Map<string, AbortController>;
+  /** How long to wait for a handler that ignores its aborted signal before ending the attempt. */
+  abortGraceMs: number;
+  /** The visibility timeout the heartbeat keeps extending. */
+  leaseMs: number;
+  onEffectCall?(kind: string, effect: string, outcome: string): void;
+}
+
+export type AttemptReport =
+  | { outcome: 'crashed' | 'abandoned' }
+  | { outcome: 'written'; end: FinishParams['outcome']; accepted: boolean };
+
+export const controllerKey = (tenant: string, id: string) => `${tenant}\u0000${id}`;
+
+export async function runAttempt(
+  env: AttemptEnv,
+  row: OperationRow,
+  claimNow: number,
+): Promise<AttemptReport> {
+  const lease: LeaseRef = { tenant: row.tenant, id: row.id, epoch: row.epoch };
+  const log = env.log.child({ tenant: row.tenant, operation: row.id, attempt: row.attempt, kind: row.kind });
+  const info = { tenant: row.tenant, id: row.id, attempt: row.attempt };
+  const kind = env.kinds.get(row.kind);
+  const deadlineInMs = row.deadlineAt === null ? null : row.deadlineAt - claimNow;
+
+  let end: AttemptEnd | { outcome: 'succeeded'; result: unknown };
+  let crashed = false;
+  if (!kind) {
+    // A worker that does not know the kind (a rolling deploy): retry, so one that does can run it.
+    end = classifyFailure(
+      {
+        error: new UnknownKind(row.kind),
+        abortReason: undefined,
+        attempt: row.attempt,
+        maxAttempts: row.maxAttempts,
+        backoff: { baseMs: 1000, capMs: 30_000 },
+        deadlineInMs,
+      },
+      env.random,
+    );
+  } else if (deadlineInMs !== null && deadlineInMs <= 0) {
+    // Never start an operation whose deadline has already passed.
+    end = { outcome: 'failed', error: endAtDeadline(false).error! };
+  } else {
+    const result = await execute(env, kind, row, lease, deadlineInMs, log);
+    if (result === 'crashed') crashed = true;
+    end = result === 'crashed' ? { outcome: 'abandon' } : result;
+  }
+
+  if (crashed) {
+    log.warn('attempt abandoned by a simulated crash');
+    return { outcome: 'crashed' };
+  }
+  if (end.outcome === 'abandon') {
+    log.warn('lease lost: attempt abandoned without writing');
+    return { outcome: 'abandoned' };
+  }
+  try {
+    await failpoint('operation.before-complete', info);
+  } catch (error) {
+    if (isSimulatedCrash(error)) return { outcome: 'crashed' };
+    throw error;
+  }
+  const accepted = await env.finish({ lease, ...end } as FinishParams);
+  if (!accepted) log.warn({ end: end.outcome }, 'attempt end refused: the lease was lost');
+  else log.debug({ end: end.outcome }, 'attempt ended');
+  try {
+    await failpoint('operation.after-complete', info);
+  } catch (error) {
+    if (isSimulatedCrash(error)) return { outcome: 'crashed' };
+    throw error;
+  }
+  return { outcome: 'written', end: end.outcome, accepted };
+}
+
+async function execute(
+  env: AttemptEnv,
+  kind: Kind,
+  row: OperationRow,
+  lease: LeaseRef,
+  deadlineInMs: number | null,
+  log: Logger,
+): Promise<AttemptEnd | { outcome: 'succeeded'; result: unknown } | 'crashed'> {
+  const controller = new AbortController();
+  const started = performance.now();
+  const timeLimit = Math.min(kind.limits.attemptTimeoutMs, deadlineInMs ?? Number.POSITIVE_INFINITY);
+  const byDeadline = deadlineInMs !== null && deadlineInMs <= kind.limits.attemptTimeoutMs;
+  const timer = setTimeout(
+    () => controller.abort(byDeadline ? new DeadlineExceeded(row.id) : new AttemptTimeout(row.id, timeLimit)),
+    timeLimit,
+  );
+  let crashed = false;
+  const checkAlive = () => {
+    if (crashed) throw new SimulatedCrash('after crash');
+  };
+  env.heartbeat.watch({
+    lease,
+    leaseMs: env.leaseMs,
+    onLost: () => controller.abort(new LeaseLost(row.id)),
+    onCancel: () => controller.abort(new CancelRequested(row.id)),
+  });
+  const ckey = controllerKey(row.tenant, row.id);
+  env.controllers.set(ckey, controller);
+  const temps: string[] = [];
+
+  const ctx = new OperationContext(
+    {
+      tenant: row.tenant,
+      id: row.id,
+      kind: row.kind,
+      attempt: row.attempt,
+      signal: controller.signal,
+      deadline: row.deadlineAt,
+      log,
+    },
+    {
+      remainingMs: () => Math.max(0, timeLimit - (performance.now() - started)),
+      tempDir: () => {
+        checkAlive();
+        controller.signal.throwIfAborted();
+        const path = env.tempDirs.create(row.tenant, row.id, row.epoch);
+        temps.push(path);
+        return path;
+      },
+      effectRuntime: {
+        store: env.store,
+        lease,
+        signal: controller.signal,
+        effectKey: (name) => env.effectKey(row.tenant, row.id, name),
+        retentionMs: kind.limits.effectRetentionMs,
+        marginMs: kind.limits.attemptTimeoutMs,
+        failpointInfo: { tenant: row.tenant, id: row.id, attempt: row.attempt },
+        checkAlive,
+        markCrashed: () => {
+          crashed = true;
+        },
+        onCall: (effect, outcome) => env.onEffectCall?.(row.kind, effect, outcome),
+      },
+    },
+  );
+
+  try {
+    const input = await validateInput(kind, row.input);
+    const result = await untilAbortedPlusGrace(
+      Promise.resolve(kind.run(input, ctx)),
+      controller.signal,
+      env.abortGraceMs,
+    );
+    checkAlive();
+    const value = result === undefined ? null : result;
+    try {
+      assertPlainJson(value);
+    } catch (error) {
+      throw new Permanent(`the handler's result is not plain JSON: ${(error as Error).message}`, {
+        code: 'result-not-json',
+      });
+    }
+    return { outcome: 'succeeded', result: value };
+  } catch (error) {
+    if (isSimulatedCrash(error) || crashed) {
+      crashed = true;
+      return 'crashed';
+    }
+    const abortReason = controller.signal.aborted ? controller.signal.reason : undefined;
+    if (!isLeaseLost(abortReason)) log.info({ err: error }, 'attempt failed');
+    return classifyFailure(
+      {
+        error,
+        abortReason,
+        attempt: row.attempt,
+        maxAttempts: row.maxAttempts,
+        backoff: kind.limits.backoff,
+        deadlineInMs: deadlineInMs === null ? null : deadlineInMs - (performance.now() - started),
+      },
+      env.random,
+    );
+  } finally {
+    clearTimeout(timer);
+    env.heartbeat.unwatch(lease);
+    if (env.controllers.get(ckey) === controller) env.controllers.delete(ckey);
+    for (const path of temps) {
+      try {
+        env.tempDirs.remove(path);
+      } catch (error) {
+        log.warn({ err: error, path }, 'could not remove a temporary directory');
+      }
+    }
+  }
+}
+
+/**
+ * Waits for the handler; once the signal fires, waits at most `graceMs` more. A handler that
+ * ignores its signal then runs on unobserved, but its slot is freed and its writes are refused.
+ */
+function untilAbortedPlusGrace<T>(work: Promise<T>, signal: AbortSignal, graceMs: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    let timer: NodeJS.Timeout | undefined;
+    const onAbort = () => {
+      timer = setTimeout(() => reject(signal.reason), graceMs);
+    };
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+    work.then(
+      (v) => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (e) => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+        reject(e);
+      },
+    );
+  });
+}

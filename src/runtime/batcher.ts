@@ -1,0 +1,62 @@
+/**
+ * @module runtime/batcher
+ * Application-level group commit. Calls made while a flush is being prepared or is in flight
+ * are collected and handed to the store as one array, so N concurrent submits or completions
+ * cost one transaction (one fsync) instead of N. One flush runs at a time: the next batch forms
+ * while the current one commits, which is what lets throughput grow with load.
+ */
+
+export class Batcher<In, Out> {
+  private queue: Array<{ item: In; resolve: (out: Out) => void; reject: (error: unknown) => void }> = [];
+  private running = false;
+  private scheduled = false;
+  private idleWaiters: Array<() => void> = [];
+
+  constructor(
+    private readonly flushFn: (items: In[]) => Promise<Out[]>,
+    private readonly maxBatch = 500,
+  ) {}
+
+  add(item: In): Promise<Out> {
+    return new Promise<Out>((resolve, reject) => {
+      this.queue.push({ item, resolve, reject });
+      this.schedule();
+    });
+  }
+
+  /** Resolves when nothing is queued or in flight. */
+  idle(): Promise<void> {
+    if (!this.running && this.queue.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private schedule(): void {
+    if (this.running || this.scheduled) return;
+    this.scheduled = true;
+    // setImmediate lets every call made in this turn of the event loop join the batch.
+    setImmediate(() => {
+      this.scheduled = false;
+      void this.flush();
+    });
+  }
+
+  private async flush(): Promise<void> {
+    if (this.running) return;
+    const batch = this.queue.splice(0, this.maxBatch);
+    if (batch.length === 0) {
+      for (const w of this.idleWaiters.splice(0)) w();
+      return;
+    }
+    this.running = true;
+    try {
+      const outs = await this.flushFn(batch.map((b) => b.item));
+      for (const [i, b] of batch.entries()) b.resolve(outs[i] as Out);
+    } catch (error) {
+      for (const b of batch) b.reject(error);
+    } finally {
+      this.running = false;
+      if (this.queue.length > 0) this.schedule();
+      else for (const w of this.idleWaiters.splice(0)) w();
+    }
+  }
+}

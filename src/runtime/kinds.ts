@@ -1,0 +1,114 @@
+/**
+ * @module runtime/kinds
+ * Operation kinds: a name, an input schema (any Standard Schema validator: zod, valibot,
+ * arktype…), a workload class, limits, and the handler. Limits left out take the defaults below,
+ * which are documented in docs/limits.md.
+ */
+import type { StandardSchemaV1 } from '@standard-schema/spec';
+import { InputInvalid, type InputIssue, InvalidArgument } from '../core/errors/index.js';
+import { type BackoffOptions, DEFAULT_BACKOFF } from '../retry/backoff.js';
+import type { OperationContext } from './context.js';
+
+export interface KindLimits {
+  /** Largest input, as canonical JSON bytes. Default 65,536. */
+  maxInputBytes?: number;
+  /** Longest single attempt before its signal fires and it is retried. Default 60 s. */
+  attemptTimeoutMs?: number;
+  /** Longest life from acceptance to the end, across all attempts; `null` for none. Default 1 h. */
+  deadlineMs?: number | null;
+  /** Attempts before the operation is dead-lettered, the first included. Default 5. */
+  maxAttempts?: number;
+  /** Full-jitter back-off between attempts. Default base 200 ms, cap 10 s. */
+  backoff?: Partial<BackoffOptions>;
+  /** How long providers honour an effect key, when an effect does not say. Default 24 h. */
+  effectRetentionMs?: number;
+}
+
+export type ResolvedLimits = Required<Omit<KindLimits, 'backoff' | 'deadlineMs'>> & {
+  backoff: BackoffOptions;
+  deadlineMs: number | null;
+};
+
+export const DEFAULT_LIMITS: ResolvedLimits = {
+  maxInputBytes: 65_536,
+  attemptTimeoutMs: 60_000,
+  deadlineMs: 3_600_000,
+  maxAttempts: 5,
+  backoff: DEFAULT_BACKOFF,
+  effectRetentionMs: 86_400_000,
+};
+
+export interface KindDefinition<Schema extends StandardSchemaV1 = StandardSchemaV1, Result = unknown> {
+  /** Validates the input at submit (before anything is stored) and again before each run. */
+  input: Schema;
+  /** The workload class whose slots run it. Default `default`. */
+  class?: string;
+  limits?: KindLimits;
+  /**
+   * The handler. It runs at least once per operation and may run again after a crash, a lost
+   * lease or a retryable failure: every external effect must go through `ctx.effect`. Its
+   * return value (plain JSON) is stored as the operation's result.
+   */
+  run(input: StandardSchemaV1.InferOutput<Schema>, ctx: OperationContext): Promise<Result> | Result;
+}
+
+export interface Kind {
+  name: string;
+  class: string;
+  limits: ResolvedLimits;
+  schema: StandardSchemaV1;
+  run(input: unknown, ctx: OperationContext): Promise<unknown> | unknown;
+}
+
+const NAME = /^[a-z][a-z0-9_.-]{0,63}$/;
+
+function positive(name: string, value: number | undefined, fallback: number, min = 1): number {
+  if (value === undefined) return fallback;
+  if (!Number.isFinite(value) || value < min) throw new InvalidArgument(`${name} must be a number ≥ ${min}`);
+  return value;
+}
+
+export function resolveKind(name: string, def: KindDefinition): Kind {
+  if (!NAME.test(name)) throw new InvalidArgument(`kind name ${JSON.stringify(name)} must match ${NAME}`);
+  if (typeof def.input?.['~standard']?.validate !== 'function') {
+    throw new InvalidArgument(
+      `kind ${name}: input must be a Standard Schema validator (zod, valibot, arktype…)`,
+    );
+  }
+  const cls = def.class ?? 'default';
+  if (!NAME.test(cls)) throw new InvalidArgument(`class name ${JSON.stringify(cls)} must match ${NAME}`);
+  const l = def.limits ?? {};
+  const limits: ResolvedLimits = {
+    maxInputBytes: positive('maxInputBytes', l.maxInputBytes, DEFAULT_LIMITS.maxInputBytes),
+    attemptTimeoutMs: positive('attemptTimeoutMs', l.attemptTimeoutMs, DEFAULT_LIMITS.attemptTimeoutMs),
+    deadlineMs:
+      l.deadlineMs === null
+        ? null
+        : positive('deadlineMs', l.deadlineMs, DEFAULT_LIMITS.deadlineMs as number),
+    maxAttempts: Math.floor(positive('maxAttempts', l.maxAttempts, DEFAULT_LIMITS.maxAttempts)),
+    backoff: {
+      baseMs: positive('backoff.baseMs', l.backoff?.baseMs, DEFAULT_BACKOFF.baseMs, 0),
+      capMs: positive('backoff.capMs', l.backoff?.capMs, DEFAULT_BACKOFF.capMs, 0),
+    },
+    effectRetentionMs: positive('effectRetentionMs', l.effectRetentionMs, DEFAULT_LIMITS.effectRetentionMs),
+  };
+  return { name, class: cls, limits, schema: def.input, run: def.run as Kind['run'] };
+}
+
+function issuePath(path: StandardSchemaV1.Issue['path']): Array<string | number> {
+  return (path ?? []).map((seg) => {
+    const key = typeof seg === 'object' && seg !== null && 'key' in seg ? seg.key : seg;
+    return typeof key === 'number' ? key : String(key);
+  });
+}
+
+/** Runs the kind's schema; returns the parsed value or throws `InputInvalid` with every issue. */
+export async function validateInput(kind: Kind, input: unknown): Promise<unknown> {
+  let result = kind.schema['~standard'].validate(input);
+  if (result instanceof Promise) result = await result;
+  if (result.issues) {
+    const issues: InputIssue[] = result.issues.map((i) => ({ path: issuePath(i.path), message: i.message }));
+    throw new InputInvalid(kind.name, issues);
+  }
+  return result.value;
+}

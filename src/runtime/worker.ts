@@ -1,0 +1,286 @@
+/**
+ * @module runtime/worker
+ * A bounded pool of worker slots per workload class. Each class has its own claim loop, so a
+ * flood in `bulk` can never occupy an `interactive` slot. A loop claims as many operations as it
+ * has free slots, runs them, and sleeps until a slot frees, a local submit wakes it, or the poll
+ * interval passes (other processes' submits).
+ *
+ * The worker also runs the process-wide heartbeat and the maintenance services (rescuer,
+ * retention), and on `stop()` shuts down gracefully: no new claims, running attempts get a grace
+ * period, and those still running are interrupted and released back to the queue.
+ */
+
+import { randomBytes } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { isStoreError, WorkerShutdown } from '../core/errors/index.js';
+import type { EffectKeyFn } from '../effects/effect-key.js';
+import { Heartbeat } from '../queue/heartbeat.js';
+import { PeriodicTask, purgeAll, type RetentionPolicy, rescueAll } from '../queue/maintenance.js';
+import type { Wakeup } from '../queue/wakeup.js';
+import type { Store } from '../store/store.js';
+import type { FinishParams, OperationRow } from '../store/types.js';
+import { type AttemptReport, runAttempt } from './attempt.js';
+import { Batcher } from './batcher.js';
+import type { Kind } from './kinds.js';
+import { TempDirs } from './temp-dirs.js';
+
+export interface WorkerOptions {
+  /** Slots per class in this process. Classes not listed get `defaultSlots`. */
+  slots?: Record<string, number>;
+  /** Slots for a class of a defined kind that `slots` does not list. Default 4. */
+  defaultSlots?: number;
+  /** Visibility timeout: a claim not heartbeated for this long is redelivered. Default 30 s. */
+  leaseMs?: number;
+  /** Heartbeat period. Default: a third of the lease, at most 5 s. */
+  heartbeatMs?: number;
+  /** How often to look for other processes' work. Default 500 ms. */
+  pollIntervalMs?: number;
+  /** How often to rescue expired leases; `false` to leave it to other processes. Default 5 s. */
+  rescueIntervalMs?: number | false;
+  /** How often to purge old terminal operations; `false` to disable. Default 60 s. */
+  purgeIntervalMs?: number | false;
+  /** Root of handlers' temporary directories. Default `<os tmpdir>/sluice`. */
+  tempRoot?: string;
+  /** How long to wait for a handler that ignores its aborted signal. Default 1 s. */
+  abortGraceMs?: number;
+  /** Identity of this worker in leases and attempt history. Default `host/pid/nonce`. */
+  id?: string;
+}
+
+/** What a worker needs from its engine. */
+export interface WorkerEnv {
+  store: Store;
+  kinds: ReadonlyMap<string, Kind>;
+  log: Logger;
+  effectKey: EffectKeyFn;
+  random: () => number;
+  wakeup: Wakeup;
+  retention: RetentionPolicy;
+  maxLeaseExpiries: number;
+  onSettled(row: OperationRow, report: AttemptReport): void;
+  onEffectCall?(kind: string, effect: string, outcome: string): void;
+}
+
+export interface WorkerEvents {
+  attempt: [{ tenant: string; id: string; kind: string; attempt: number; report: AttemptReport }];
+}
+
+export class Worker extends EventEmitter<WorkerEvents> {
+  readonly id: string;
+  readonly tempDirs: TempDirs;
+  /** Running attempts' controllers, by tenant and id: for in-process cancel. */
+  readonly controllers = new Map<string, AbortController>();
+  private readonly slots: Map<string, number>;
+  private readonly activeByClass = new Map<string, number>();
+  private readonly inflight = new Set<Promise<void>>();
+  private readonly heartbeat: Heartbeat;
+  private readonly finisher: Batcher<FinishParams, boolean>;
+  private readonly tasks: PeriodicTask[] = [];
+  private readonly loops: Promise<void>[] = [];
+  private readonly leaseMs: number;
+  private readonly pollIntervalMs: number;
+  private readonly log: Logger;
+  private state: 'new' | 'running' | 'stopping' | 'stopped' = 'new';
+
+  constructor(
+    private readonly env: WorkerEnv,
+    private readonly options: WorkerOptions = {},
+  ) {
+    super();
+    this.id = options.id ?? `${hostname()}/${process.pid}/${randomBytes(3).toString('hex')}`;
+    this.log = env.log.child({ worker: this.id });
+    this.leaseMs = options.leaseMs ?? 30_000;
+    this.pollIntervalMs = options.pollIntervalMs ?? 500;
+    this.slots = new Map();
+    for (const kind of env.kinds.values()) this.slots.set(kind.class, options.defaultSlots ?? 4);
+    for (const [cls, n] of Object.entries(options.slots ?? {})) this.slots.set(cls, n);
+    this.heartbeat = new Heartbeat(
+      env.store,
+      this.log,
+      options.heartbeatMs ?? Math.min(this.leaseMs / 3, 5000),
+    );
+    this.finisher = new Batcher((items) => env.store.attemptFinishMany(items));
+    this.tempDirs = new TempDirs(options.tempRoot ?? join(tmpdir(), 'sluice'));
+  }
+
+  /** Attempts running now, in all classes. */
+  get running(): number {
+    return this.inflight.size;
+  }
+
+  runningByClass(): Record<string, number> {
+    return Object.fromEntries(this.activeByClass);
+  }
+
+  start(): void {
+    if (this.state !== 'new') throw new Error(`worker is ${this.state}`);
+    this.state = 'running';
+    const swept = this.tempDirs.sweepOrphans();
+    if (swept > 0) this.log.info({ swept }, 'removed temporary directories of dead workers');
+    this.heartbeat.start();
+    const { rescueIntervalMs = 5000, purgeIntervalMs = 60_000 } = this.options;
+    if (rescueIntervalMs !== false) {
+      const task = new PeriodicTask(
+        'rescue',
+        rescueIntervalMs,
+        async () => {
+          const rescued = await rescueAll(this.env.store, this.env.maxLeaseExpiries);
+          if (rescued.length > 0) {
+            this.log.warn({ rescued: rescued.length }, 'expired leases rescued');
+            for (const r of rescued) if (r.to === 'queued') this.env.wakeup.notifyAll();
+          }
+        },
+        this.log,
+      );
+      task.start();
+      this.tasks.push(task);
+    }
+    if (purgeIntervalMs !== false) {
+      const task = new PeriodicTask(
+        'purge',
+        purgeIntervalMs,
+        () => purgeAll(this.env.store, this.env.retention),
+        this.log,
+      );
+      task.start();
+      this.tasks.push(task);
+    }
+    for (const [cls, n] of this.slots) if (n > 0) this.loops.push(this.loop(cls, n));
+  }
+
+  /**
+   * Stops claiming, waits up to `graceMs` for running attempts, then interrupts the rest: they
+   * go back to the queue without using an attempt (or stay leased until their lease expires if
+   * the store is unreachable).
+   */
+  async stop(options: { graceMs?: number } = {}): Promise<void> {
+    if (this.state === 'stopped' || this.state === 'new') {
+      this.state = 'stopped';
+      return;
+    }
+    if (this.state === 'stopping') return;
+    this.state = 'stopping';
+    this.env.wakeup.notifyAll();
+    await Promise.all(this.loops);
+    const graceMs = options.graceMs ?? 10_000;
+    if (this.inflight.size > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        Promise.allSettled([...this.inflight]),
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, graceMs);
+        }),
+      ]);
+      clearTimeout(timer);
+    }
+    for (const controller of this.controllers.values()) controller.abort(new WorkerShutdown());
+    await Promise.allSettled([...this.inflight]);
+    await this.finisher.idle();
+    await this.heartbeat.stop();
+    await Promise.all(this.tasks.map((t) => t.stop()));
+    this.tempDirs.removeOwn();
+    this.state = 'stopped';
+  }
+
+  /** Runs the rescuer now (tests, CLI). */
+  rescueNow(): Promise<void> {
+    return rescueAll(this.env.store, this.env.maxLeaseExpiries).then(() => undefined);
+  }
+
+  /** Extends all leases now (tests). */
+  heartbeatNow(): Promise<void> {
+    return this.heartbeat.tick();
+  }
+
+  private active(cls: string): number {
+    return this.activeByClass.get(cls) ?? 0;
+  }
+
+  private async loop(cls: string, slots: number): Promise<void> {
+    let failures = 0;
+    while (this.state === 'running') {
+      const free = slots - this.active(cls);
+      if (free <= 0) {
+        await this.env.wakeup.wait(cls, this.pollIntervalMs);
+        this.env.wakeup.consume(cls);
+        continue;
+      }
+      this.env.wakeup.consume(cls);
+      let rows: OperationRow[];
+      let now: number;
+      try {
+        ({ rows, now } = await this.env.store.operationClaimMany({
+          class: cls,
+          owner: this.id,
+          limit: free,
+          leaseMs: this.leaseMs,
+        }));
+        failures = 0;
+      } catch (error) {
+        failures++;
+        const delay = Math.min(5000, 100 * 2 ** Math.min(failures, 6));
+        this.log.warn({ err: error, class: cls, retryInMs: delay }, 'claim failed');
+        if (!isStoreError(error)) this.log.error({ err: error }, 'unexpected claim error');
+        await new Promise((r) => setTimeout(r, delay));
+        continue;
+      }
+      for (const row of rows) this.launch(cls, row, now);
+      if (rows.length < free && this.state === 'running')
+        await this.env.wakeup.wait(cls, this.pollIntervalMs);
+    }
+  }
+
+  private launch(cls: string, row: OperationRow, claimNow: number): void {
+    this.activeByClass.set(cls, this.active(cls) + 1);
+    const run = runAttempt(
+      {
+        store: this.env.store,
+        kinds: this.env.kinds,
+        log: this.log,
+        heartbeat: this.heartbeat,
+        tempDirs: this.tempDirs,
+        effectKey: this.env.effectKey,
+        random: this.env.random,
+        finish: (params) => this.finish(params),
+        controllers: this.controllers,
+        abortGraceMs: this.options.abortGraceMs ?? 1000,
+        leaseMs: this.leaseMs,
+        onEffectCall: this.env.onEffectCall,
+      },
+      row,
+      claimNow,
+    )
+      .then((report) => {
+        this.env.onSettled(row, report);
+        this.emit('attempt', {
+          tenant: row.tenant,
+          id: row.id,
+          kind: row.kind,
+          attempt: row.attempt,
+          report,
+        });
+      })
+      .catch((error) => this.log.error({ err: error, operation: row.id }, 'attempt crashed the runner'))
+      .finally(() => {
+        this.activeByClass.set(cls, this.active(cls) - 1);
+        this.inflight.delete(run);
+        this.env.wakeup.notify(cls);
+      });
+    this.inflight.add(run);
+  }
+
+  /** Writes the end of an attempt, retrying briefly while the store is unreachable. */
+  private async finish(params: FinishParams): Promise<boolean> {
+    for (let i = 0; ; i++) {
+      try {
+        return await this.finisher.add(params);
+      } catch (error) {
+        if (!isStoreError(error) || !error.retryable || i >= 4) throw error;
+        await new Promise((r) => setTimeout(r, 100 * 2 ** i));
+      }
+    }
+  }
+}

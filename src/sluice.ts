@@ -1,0 +1,379 @@
+/**
+ * @module sluice
+ * The engine: define kinds, submit operations with identity, inspect, cancel, redrive and
+ * reconcile them, and run workers. One `Sluice` per process and store; many processes may share
+ * a store.
+ */
+import { EventEmitter } from 'node:events';
+import type { StandardSchemaV1 } from '@standard-schema/spec';
+import pino, { type Logger } from 'pino';
+import { assertPlainJson, canonicalJson, digestOfCanonical } from './core/digest.js';
+import {
+  CancelRequested,
+  CapacityExceeded,
+  InputTooLarge,
+  InvalidArgument,
+  OperationConflict,
+  OperationExpired,
+  OperationNotFound,
+  UnknownKind,
+  WaitTimeout,
+} from './core/errors/index.js';
+import { assertOperationId, assertTenant } from './core/identity.js';
+import { type Operation, toOperation } from './core/operation.js';
+import { isTerminal, OPERATION_STATES, type OperationState } from './core/states.js';
+import { deriveEffectKey, type EffectKeyFn } from './effects/effect-key.js';
+import { DEFAULT_RETENTION, purgeAll, type RetentionPolicy, rescueAll } from './queue/maintenance.js';
+import { Wakeup } from './queue/wakeup.js';
+import { controllerKey } from './runtime/attempt.js';
+import { Batcher } from './runtime/batcher.js';
+import { type Kind, type KindDefinition, resolveKind, validateInput } from './runtime/kinds.js';
+import { Worker, type WorkerOptions } from './runtime/worker.js';
+import type { Store } from './store/store.js';
+import type { CancelOutcome, ReconcileEffect, SubmitOutcome, SubmitParams } from './store/types.js';
+
+export interface SluiceOptions {
+  store: Store;
+  /** pino logger. Default: warnings and errors to stderr (`SLUICE_LOG_LEVEL` overrides). */
+  logger?: Logger;
+  /** Lease expiries after which an operation is a poison message (dead, `crash-loop`). Default 3. */
+  maxLeaseExpiries?: number;
+  /** How long terminal operations and tombstones are kept. Default 7 and 30 days. */
+  retention?: Partial<RetentionPolicy>;
+  /** The provider idempotency key of an effect. Change it only if you know why: it must be stable. */
+  effectKey?: EffectKeyFn;
+  /** Source of randomness for back-off jitter (tests). */
+  random?: () => number;
+}
+
+export interface SubmitRequest {
+  tenant: string;
+  /** The client's idempotency key for this operation. */
+  id: string;
+  kind: string;
+  input: unknown;
+  /** Shorter overall deadline than the kind's, in milliseconds from acceptance. */
+  deadlineMs?: number;
+  /** Do not start before this many milliseconds from acceptance. */
+  delayMs?: number;
+}
+
+export interface SubmitResult {
+  operation: Operation;
+  /** False when the id was already accepted with the same input: this is that operation. */
+  created: boolean;
+}
+
+export interface ListRequest {
+  tenant?: string;
+  state?: OperationState;
+  kind?: string;
+  /** Opaque cursor from a previous page. */
+  cursor?: string;
+  /** 1–500. Default 50. */
+  limit?: number;
+}
+
+export interface CancelResult {
+  operation: Operation;
+  /**
+   * `cancelled`: it will never run (or stopped before any effect). `requested`: it is running
+   * and its signal fired; it ends cancelled unless it finishes first. `too_late`: an effect had
+   * begun or it had ended; it reports its own result.
+   */
+  cancel: CancelOutcome;
+}
+
+export type Include = 'attempts' | 'effects' | 'events';
+
+/**
+ * @example
+ * ```ts
+ * import { Sluice, sqliteStore, Permanent } from 'sluice';
+ * import { z } from 'zod';
+ *
+ * const sluice = new Sluice({ store: sqliteStore({ path: './data/sluice.db' }) });
+ * await sluice.migrate();
+ * sluice.define('charge', {
+ *   input: z.object({ invoice: z.number().int(), amount_cents: z.number().int().positive() }),
+ *   async run(input, ctx) {
+ *     return ctx.effect('charge', { call: ({ key, signal }) => provider.charge(input, key, signal) });
+ *   },
+ * });
+ * const worker = sluice.worker();
+ * worker.start();
+ * await sluice.submit({ tenant: 'north', id: 'O7', kind: 'charge', input: { invoice: 7, amount_cents: 5000 } });
+ * ```
+ */
+export class Sluice {
+  readonly store: Store;
+  readonly log: Logger;
+  private readonly kinds = new Map<string, Kind>();
+  private readonly workers = new Set<Worker>();
+  private readonly wakeup = new Wakeup();
+  private readonly changes = new EventEmitter();
+  private readonly submitter: Batcher<SubmitParams, SubmitOutcome>;
+  private readonly effectKey: EffectKeyFn;
+  private readonly retention: RetentionPolicy;
+  private readonly maxLeaseExpiries: number;
+  private readonly random: () => number;
+
+  constructor(options: SluiceOptions) {
+    this.store = options.store;
+    this.log =
+      options.logger ??
+      pino({ name: 'sluice', level: process.env.SLUICE_LOG_LEVEL ?? 'warn' }, pino.destination(2));
+    this.effectKey = options.effectKey ?? deriveEffectKey;
+    this.retention = { ...DEFAULT_RETENTION, ...options.retention };
+    this.maxLeaseExpiries = options.maxLeaseExpiries ?? 3;
+    this.random = options.random ?? Math.random;
+    this.submitter = new Batcher((items) => this.store.operationSubmitMany(items));
+    this.changes.setMaxListeners(0);
+  }
+
+  /** Applies the store's pending migrations. */
+  migrate(): Promise<void> {
+    return this.store.migrate();
+  }
+
+  /** Defines an operation kind. Define every kind before starting workers. */
+  define<Schema extends StandardSchemaV1, Result>(
+    name: string,
+    definition: KindDefinition<Schema, Result>,
+  ): Kind {
+    if (this.kinds.has(name)) throw new InvalidArgument(`kind ${name} is already defined`);
+    const kind = resolveKind(name, definition as unknown as KindDefinition);
+    this.kinds.set(name, kind);
+    return kind;
+  }
+
+  kind(name: string): Kind | undefined {
+    return this.kinds.get(name);
+  }
+
+  /**
+   * Accepts an operation durably, or answers with the one already accepted under the id.
+   * Checks run cheapest first and before anything is stored: identity, kind, JSON form, size,
+   * schema; then, in the store's transaction, the existing record, tombstones and capacity.
+   *
+   * @throws OperationConflict the id was accepted with another input (nothing changed)
+   * @throws OperationExpired the id belonged to an operation that was purged
+   * @throws InputTooLarge, InputInvalid, InputNotJson, UnknownKind, InvalidArgument, CapacityExceeded
+   */
+  async submit(request: SubmitRequest): Promise<SubmitResult> {
+    const { tenant, id } = request;
+    assertTenant(tenant);
+    assertOperationId(id);
+    const kind = this.kinds.get(request.kind);
+    if (!kind) throw new UnknownKind(request.kind);
+    assertPlainJson(request.input);
+    const inputJson = canonicalJson(request.input);
+    const bytes = Buffer.byteLength(inputJson);
+    if (bytes > kind.limits.maxInputBytes) throw new InputTooLarge(kind.limits.maxInputBytes, bytes);
+    await validateInput(kind, request.input);
+    let deadlineMs = kind.limits.deadlineMs;
+    if (request.deadlineMs !== undefined) {
+      if (!(request.deadlineMs > 0)) throw new InvalidArgument('deadlineMs must be positive');
+      deadlineMs = deadlineMs === null ? request.deadlineMs : Math.min(deadlineMs, request.deadlineMs);
+    }
+    if (request.delayMs !== undefined && !(request.delayMs >= 0))
+      throw new InvalidArgument('delayMs must be ≥ 0');
+    const outcome = await this.submitter.add({
+      tenant,
+      id,
+      kind: kind.name,
+      class: kind.class,
+      digest: digestOfCanonical(kind.name, inputJson),
+      inputJson,
+      maxAttempts: kind.limits.maxAttempts,
+      deadlineMs,
+      delayMs: request.delayMs,
+    });
+    switch (outcome.status) {
+      case 'created':
+        this.wakeup.notify(kind.class);
+        this.changed(tenant, id);
+        return { operation: toOperation(outcome.row), created: true };
+      case 'existing':
+        return { operation: toOperation(outcome.row), created: false };
+      case 'conflict':
+        throw new OperationConflict(tenant, id);
+      case 'expired':
+        throw new OperationExpired(tenant, id);
+      case 'rejected':
+        throw new CapacityExceeded(
+          outcome.reason,
+          outcome.retryAfterMs,
+          `${outcome.reason === 'tenant-queue-full' ? `tenant ${tenant}` : `class ${kind.class}`} has no room for ` +
+            `more waiting operations; retry after ${Math.ceil(outcome.retryAfterMs / 1000)} s`,
+        );
+    }
+  }
+
+  /** The operation, or undefined. `include` adds its attempt history, effects and operator events. */
+  async get(
+    ref: { tenant: string; id: string },
+    options: { include?: Include[] } = {},
+  ): Promise<Operation | undefined> {
+    const row = await this.store.operationGet(ref);
+    if (!row) return undefined;
+    const inc = new Set(options.include ?? []);
+    const [attempts, effects, events] = await Promise.all([
+      inc.has('attempts') ? this.store.attemptList(ref) : undefined,
+      inc.has('effects') ? this.store.effectList(ref) : undefined,
+      inc.has('events') ? this.store.eventList(ref) : undefined,
+    ]);
+    return toOperation(row, { attempts, effects, events });
+  }
+
+  /** Operations in acceptance order, filtered, one page at a time. */
+  async list(request: ListRequest = {}): Promise<{ operations: Operation[]; nextCursor: string | null }> {
+    const limit = request.limit ?? 50;
+    if (!Number.isInteger(limit) || limit < 1 || limit > 500)
+      throw new InvalidArgument('limit must be 1–500');
+    if (request.state !== undefined && !OPERATION_STATES.includes(request.state)) {
+      throw new InvalidArgument(`state must be one of ${OPERATION_STATES.join(', ')}`);
+    }
+    let after = 0;
+    if (request.cursor !== undefined) {
+      after = Number(Buffer.from(request.cursor, 'base64url').toString());
+      if (!Number.isSafeInteger(after) || after < 0) throw new InvalidArgument('cursor is not valid');
+    }
+    const rows = await this.store.operationList({
+      tenant: request.tenant,
+      state: request.state,
+      kind: request.kind,
+      after,
+      limit: limit + 1,
+    });
+    const page = rows.slice(0, limit);
+    const last = page[page.length - 1];
+    return {
+      operations: page.map((r) => toOperation(r)),
+      nextCursor: rows.length > limit && last ? Buffer.from(String(last.seq)).toString('base64url') : null,
+    };
+  }
+
+  /**
+   * Asks for cancellation. A queued operation is cancelled at once; a running one has its
+   * signal fired and ends `cancelled` only if no effect began; otherwise it is too late and the
+   * operation reports its own result. Undoing a committed effect is a separate operation.
+   */
+  async cancel(ref: { tenant: string; id: string }, options: { by?: string } = {}): Promise<CancelResult> {
+    const out = await this.store.operationCancel({ ...ref, by: options.by });
+    if (!out) throw new OperationNotFound(ref.tenant, ref.id);
+    if (out.outcome === 'requested') {
+      for (const w of this.workers)
+        w.controllers.get(controllerKey(ref.tenant, ref.id))?.abort(new CancelRequested(ref.id));
+    }
+    this.changed(ref.tenant, ref.id);
+    return { operation: toOperation(out.row), cancel: out.outcome };
+  }
+
+  /** Moves a dead operation back to the queue with a fresh attempt count; recorded with who and why. */
+  async redrive(
+    ref: { tenant: string; id: string },
+    who: { by: string; reason: string },
+  ): Promise<Operation> {
+    const row = await this.store.operationRedrive({ ...ref, ...who });
+    this.wakeup.notify(row.class);
+    this.changed(ref.tenant, ref.id);
+    return toOperation(row);
+  }
+
+  /**
+   * Resolves an operation waiting in `needs_reconciliation` with what a person or reconciler
+   * established at the provider: each effect's outcome, then requeue (the handler runs again;
+   * journaled effects return their results), or an end state.
+   */
+  async reconcile(
+    ref: { tenant: string; id: string },
+    resolution: {
+      by: string;
+      reason: string;
+      effects?: ReconcileEffect[];
+      resolution: 'requeue' | 'succeeded' | 'failed';
+      result?: unknown;
+    },
+  ): Promise<Operation> {
+    if (resolution.result !== undefined) assertPlainJson(resolution.result);
+    const row = await this.store.operationReconcile({ ...ref, ...resolution });
+    if (row.state === 'queued') this.wakeup.notify(row.class);
+    this.changed(ref.tenant, ref.id);
+    return toOperation(row);
+  }
+
+  /**
+   * Waits until the operation reaches a terminal state (or `until` holds). Local changes wake it
+   * at once; changes made by other processes are seen by polling every `pollMs`.
+   */
+  async wait(
+    ref: { tenant: string; id: string },
+    options: { timeoutMs?: number; pollMs?: number; until?: (op: Operation) => boolean } = {},
+  ): Promise<Operation> {
+    const timeoutMs = options.timeoutMs ?? 30_000;
+    const until = options.until ?? ((op: Operation) => isTerminal(op.state));
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      const op = await this.get(ref);
+      if (!op) throw new OperationNotFound(ref.tenant, ref.id);
+      if (until(op)) return op;
+      const left = deadline - performance.now();
+      if (left <= 0) throw new WaitTimeout(ref.id, timeoutMs);
+      await new Promise<void>((resolve) => {
+        const event = controllerKey(ref.tenant, ref.id);
+        const done = () => {
+          clearTimeout(timer);
+          this.changes.off(event, done);
+          resolve();
+        };
+        const timer = setTimeout(done, Math.min(left, options.pollMs ?? 100));
+        this.changes.on(event, done);
+      });
+    }
+  }
+
+  /** A worker pool bound to this engine. Call `start()` on it. */
+  worker(options: WorkerOptions = {}): Worker {
+    const worker = new Worker(
+      {
+        store: this.store,
+        kinds: this.kinds,
+        log: this.log,
+        effectKey: this.effectKey,
+        random: this.random,
+        wakeup: this.wakeup,
+        retention: this.retention,
+        maxLeaseExpiries: this.maxLeaseExpiries,
+        onSettled: (row) => this.changed(row.tenant, row.id),
+      },
+      options,
+    );
+    this.workers.add(worker);
+    return worker;
+  }
+
+  /** Rescues expired leases now (workers also do it periodically). */
+  async rescueExpiredLeases(): Promise<number> {
+    const rescued = await rescueAll(this.store, this.maxLeaseExpiries);
+    for (const r of rescued) this.changed(r.tenant, r.id);
+    if (rescued.length > 0) this.wakeup.notifyAll();
+    return rescued.length;
+  }
+
+  /** Purges terminal operations past retention now (workers also do it periodically). */
+  purgeExpired(): Promise<number> {
+    return purgeAll(this.store, this.retention);
+  }
+
+  /** Stops every worker of this engine (gracefully) and closes the store. */
+  async close(options: { graceMs?: number } = {}): Promise<void> {
+    await Promise.all([...this.workers].map((w) => w.stop(options)));
+    await this.submitter.idle();
+    await this.store.close();
+  }
+
+  private changed(tenant: string, id: string): void {
+    this.changes.emit(controllerKey(tenant, id));
+  }
+}

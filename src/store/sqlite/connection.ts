@@ -1,0 +1,104 @@
+/**
+ * @module store/sqlite/connection
+ * Opens a SQLite file the way Sluice needs it and classifies its errors.
+ *
+ * Durability: WAL with `synchronous=FULL` by default, so an accepted operation survives power
+ * loss; `NORMAL` (survives a process crash, not an OS crash) is an explicit opt-in. Every write
+ * transaction starts with `BEGIN IMMEDIATE`: it takes the write lock up front, so two processes
+ * never deadlock upgrading read locks, and `busy_timeout` makes a writer wait its turn instead of
+ * failing at once.
+ */
+import Database from 'better-sqlite3';
+import type { Clock } from '../../core/clock.js';
+import { isSluiceError, StoreError, type StoreErrorReason } from '../../core/errors/index.js';
+
+export interface SqliteOptions {
+  /** The database file (created if missing), or `:memory:` for a private in-memory store. */
+  path: string;
+  /** `FULL` (default): survives power loss. `NORMAL`: survives a crash of the process only. */
+  synchronous?: 'FULL' | 'NORMAL';
+  /** How long a writer waits for another process's write lock before `store-busy`. Default 5000. */
+  busyTimeoutMs?: number;
+  /** The clock that stamps leases, deadlines and effects. Default: the system clock. */
+  clock?: Clock;
+}
+
+export type Statement = Database.Statement<unknown[], unknown>;
+
+export interface SqliteContext {
+  readonly db: Database.Database;
+  readonly clock: Clock;
+  /** A prepared statement, compiled once per connection. */
+  stmt(sql: string): Statement;
+  /** Runs `fn` in a `BEGIN IMMEDIATE` transaction; errors come out classified. */
+  write<T>(fn: (now: number) => T): T;
+  /** Runs `fn` outside a write transaction; errors come out classified. */
+  read<T>(fn: () => T): T;
+}
+
+const REASONS: Array<[RegExp, StoreErrorReason]> = [
+  [/^SQLITE_(BUSY|LOCKED)/, 'busy'],
+  [/^SQLITE_CONSTRAINT_(UNIQUE|PRIMARYKEY)/, 'unique-violation'],
+  [/^SQLITE_(CANTOPEN|IOERR|FULL|READONLY|NOTADB|CORRUPT|PROTOCOL)/, 'unavailable'],
+  [/^SQLITE_INTERRUPT/, 'statement-timeout'],
+];
+
+/** Maps a better-sqlite3 error to a `StoreError`; passes Sluice's own errors through. */
+export function classifySqliteError(error: unknown): unknown {
+  if (isSluiceError(error)) return error;
+  const code = (error as { code?: unknown } | null)?.code;
+  const message = error instanceof Error ? error.message : String(error);
+  if (typeof code === 'string') {
+    for (const [pattern, reason] of REASONS) {
+      if (pattern.test(code)) return new StoreError(reason, `SQLite: ${message}`, { cause: error });
+    }
+    if (code.startsWith('SQLITE_')) return new StoreError('unknown', `SQLite: ${message}`, { cause: error });
+  }
+  if (error instanceof TypeError && /database connection is not open/.test(message)) {
+    return new StoreError('unavailable', 'SQLite: the store is closed', { cause: error });
+  }
+  return error;
+}
+
+export function openSqlite(options: SqliteOptions, clock: Clock): SqliteContext {
+  let db: Database.Database;
+  try {
+    db = new Database(options.path);
+    db.pragma('journal_mode = WAL');
+    db.pragma(`synchronous = ${options.synchronous ?? 'FULL'}`);
+    db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
+    db.pragma('temp_store = MEMORY');
+    // Sluice's own transactions are short; a larger cache keeps the hot indexes in memory.
+    db.pragma('cache_size = -16000');
+  } catch (error) {
+    throw classifySqliteError(error);
+  }
+  const cache = new Map<string, Statement>();
+  const stmt = (sql: string): Statement => {
+    let s = cache.get(sql);
+    if (!s) {
+      s = db.prepare(sql);
+      cache.set(sql, s);
+    }
+    return s;
+  };
+  return {
+    db,
+    clock,
+    stmt,
+    write<T>(fn: (now: number) => T): T {
+      try {
+        return db.transaction(() => fn(clock.now())).immediate();
+      } catch (error) {
+        throw classifySqliteError(error);
+      }
+    },
+    read<T>(fn: () => T): T {
+      try {
+        return fn();
+      } catch (error) {
+        throw classifySqliteError(error);
+      }
+    },
+  };
+}

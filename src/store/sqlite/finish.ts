@@ -1,0 +1,128 @@
+/**
+ * @module store/sqlite/finish
+ * The end of attempts and the heartbeat, both fenced: a write takes effect only while the
+ * operation is still `running` under the caller's epoch. A worker that lost its lease (paused
+ * past it, then resumed) is told so by the result and changes nothing.
+ */
+import { adjustFailure } from '../../core/decisions.js';
+import type { ErrorRecord } from '../../core/errors/index.js';
+import type { OperationState } from '../../core/states.js';
+import type { AttemptOutcome, FinishParams, LeaseRef, LeaseStatus } from '../types.js';
+import type { SqliteContext } from './connection.js';
+import { queueEnter, queueLeave } from './queue-counters.js';
+import { jsonText, type RawOperation } from './rows.js';
+
+export function extendMany(ctx: SqliteContext, leases: LeaseRef[], leaseMs: number): LeaseStatus[] {
+  if (leases.length === 0) return [];
+  return ctx.write((now) => {
+    const stmt = ctx.stmt(
+      `UPDATE operations SET lease_expires_at = ?
+       WHERE tenant = ? AND id = ? AND epoch = ? AND state = 'running'
+       RETURNING cancel`,
+    );
+    return leases.map((l) => {
+      const row = stmt.get(now + leaseMs, l.tenant, l.id, l.epoch) as { cancel: string | null } | undefined;
+      return { ok: row !== undefined, cancelRequested: row?.cancel === 'requested' };
+    });
+  });
+}
+
+export function hasPendingEffect(ctx: SqliteContext, tenant: string, id: string): boolean {
+  return (
+    ctx
+      .stmt(`SELECT 1 FROM effects WHERE tenant = ? AND op_id = ? AND state = 'pending' LIMIT 1`)
+      .get(tenant, id) !== undefined
+  );
+}
+
+export function finishMany(ctx: SqliteContext, items: FinishParams[]): boolean[] {
+  if (items.length === 0) return [];
+  return ctx.write((now) => items.map((item) => finishOne(ctx, item, now)));
+}
+
+function finishOne(ctx: SqliteContext, p: FinishParams, now: number): boolean {
+  const op = ctx
+    .stmt(`SELECT * FROM operations WHERE tenant = ? AND id = ? AND epoch = ? AND state = 'running'`)
+    .get(p.lease.tenant, p.lease.id, p.lease.epoch) as RawOperation | undefined;
+  if (!op) return false;
+
+  let to: OperationState;
+  let error: ErrorRecord | null = null;
+  let result: unknown = null;
+  let retryDelayMs: number | null = null;
+  let attemptOutcome: AttemptOutcome = p.outcome;
+  const cancelAsked = op.cancel === 'requested' && op.effect_started_at === null;
+  switch (p.outcome) {
+    case 'succeeded':
+      to = 'succeeded';
+      result = p.result;
+      break;
+    case 'failed':
+      to = adjustFailure('failed', hasPendingEffect(ctx, op.tenant, op.id));
+      error = p.error;
+      break;
+    case 'dead':
+    case 'needs_reconciliation':
+      to = p.outcome;
+      error = p.error;
+      break;
+    case 'retry':
+      to = cancelAsked ? 'cancelled' : 'queued';
+      error = p.error;
+      retryDelayMs = to === 'queued' ? Math.max(0, p.delayMs) : null;
+      break;
+    case 'cancelled':
+      // Only an operation with no effect begun may end cancelled; otherwise it goes back to run.
+      to = op.effect_started_at === null ? 'cancelled' : 'queued';
+      if (to === 'queued') attemptOutcome = 'released';
+      break;
+    case 'released':
+      to = cancelAsked ? 'cancelled' : 'queued';
+      break;
+  }
+
+  const requeue = to === 'queued';
+  const runAfter = requeue ? now + (retryDelayMs ?? 0) : op.run_after;
+  // A release (shutdown, or a cancel that came too late) does not consume an attempt.
+  const attempt = attemptOutcome === 'released' ? op.attempt - 1 : op.attempt;
+  // A cancel that did not stop the operation is reported as too late.
+  const cancel = op.cancel === 'requested' && to !== 'cancelled' && !requeue ? 'too_late' : op.cancel;
+  ctx
+    .stmt(
+      `UPDATE operations SET state = ?, attempt = ?, run_after = ?, result = ?, error = ?,
+         finished_at = ?, updated_at = ?, lease_owner = NULL, lease_expires_at = NULL, cancel = ?
+       WHERE seq = ?`,
+    )
+    .run(
+      to,
+      attempt,
+      runAfter,
+      jsonText(result),
+      // The last error stays visible while the operation waits to retry; success clears it.
+      to === 'succeeded' ? null : (jsonText(error) ?? op.error),
+      requeue ? null : now,
+      now,
+      cancel,
+      op.seq,
+    );
+  ctx
+    .stmt(
+      `INSERT INTO attempts (tenant, op_id, epoch, attempt, owner, started_at, ended_at, outcome, error, retry_delay_ms)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    )
+    .run(
+      op.tenant,
+      op.id,
+      op.epoch,
+      op.attempt,
+      op.lease_owner,
+      op.started_at ?? now,
+      now,
+      attemptOutcome === 'retry' && to === 'cancelled' ? 'cancelled' : attemptOutcome,
+      jsonText(error),
+      retryDelayMs,
+    );
+  if (requeue) queueEnter(ctx, op.class, op.tenant, 1, runAfter, 1);
+  else queueLeave(ctx, op.class, op.tenant, 0, 1);
+  return true;
+}

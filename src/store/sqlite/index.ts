@@ -1,0 +1,137 @@
+/**
+ * @module store/sqlite
+ * The embedded default: one SQLite file (better-sqlite3), no set-up, any number of processes
+ * on one machine. better-sqlite3 is synchronous; each method runs one short transaction and
+ * resolves at once, and the engine groups concurrent hot-path calls so many share one commit.
+ */
+import { systemClock } from '../../core/clock.js';
+import type { Store } from '../store.js';
+import type { ListParams, QueueStat } from '../types.js';
+import { claimMany } from './claim.js';
+import { openSqlite, type SqliteContext, type SqliteOptions } from './connection.js';
+import { effectBegin, effectMark, effectRecordSend } from './effects.js';
+import { extendMany, finishMany } from './finish.js';
+import { purge, rescue } from './maintenance.js';
+import { migrateSqlite } from './migrate.js';
+import { cancel, reconcile, redrive } from './operator.js';
+import {
+  type RawAttempt,
+  type RawEffect,
+  type RawEvent,
+  type RawOperation,
+  toAttemptRow,
+  toEffectRow,
+  toEventRow,
+  toOperationRow,
+} from './rows.js';
+import { submitMany } from './submit.js';
+
+export type { SqliteOptions } from './connection.js';
+
+export interface SqliteStore extends Store {
+  readonly dialect: 'sqlite';
+  /** The underlying connection, for transactional submit and for tests. */
+  readonly context: SqliteContext;
+}
+
+/**
+ * A store on a SQLite file.
+ *
+ * @example
+ * ```ts
+ * const store = sqliteStore({ path: './data/sluice.db' });
+ * await store.migrate();
+ * ```
+ */
+export function sqliteStore(options: SqliteOptions): SqliteStore {
+  const ctx = openSqlite(options, options.clock ?? systemClock);
+  const list = (p: ListParams) => {
+    const where: string[] = ['seq > @after'];
+    if (p.tenant !== undefined) where.push('tenant = @tenant');
+    if (p.state !== undefined) where.push('state = @state');
+    if (p.kind !== undefined) where.push('kind = @kind');
+    const sql = `SELECT * FROM operations WHERE ${where.join(' AND ')} ORDER BY seq LIMIT @limit`;
+    return (
+      ctx.stmt(sql).all({
+        after: p.after ?? 0,
+        tenant: p.tenant,
+        state: p.state,
+        kind: p.kind,
+        limit: p.limit,
+      }) as RawOperation[]
+    ).map(toOperationRow);
+  };
+  const resolve = <T>(fn: () => T): Promise<T> => {
+    try {
+      return Promise.resolve(fn());
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  };
+  return {
+    dialect: 'sqlite',
+    context: ctx,
+    migrate: () => resolve(() => migrateSqlite(ctx)),
+    close: () => resolve(() => void (ctx.db.open && ctx.db.close())),
+    now: () => Promise.resolve(ctx.clock.now()),
+    operationSubmitMany: (items) => resolve(() => submitMany(ctx, items)),
+    operationGet: ({ tenant, id }) =>
+      resolve(() => {
+        const raw = ctx.read(
+          () =>
+            ctx.stmt('SELECT * FROM operations WHERE tenant = ? AND id = ?').get(tenant, id) as
+              | RawOperation
+              | undefined,
+        );
+        return raw ? toOperationRow(raw) : undefined;
+      }),
+    operationList: (p) => resolve(() => ctx.read(() => list(p))),
+    attemptList: ({ tenant, id }) =>
+      resolve(() =>
+        (
+          ctx.read(() =>
+            ctx.stmt('SELECT * FROM attempts WHERE tenant = ? AND op_id = ? ORDER BY epoch').all(tenant, id),
+          ) as RawAttempt[]
+        ).map(toAttemptRow),
+      ),
+    effectList: ({ tenant, id }) =>
+      resolve(() =>
+        (
+          ctx.read(() =>
+            ctx
+              .stmt('SELECT * FROM effects WHERE tenant = ? AND op_id = ? ORDER BY first_sent_at, name')
+              .all(tenant, id),
+          ) as RawEffect[]
+        ).map(toEffectRow),
+      ),
+    eventList: ({ tenant, id }) =>
+      resolve(() =>
+        (
+          ctx.read(() =>
+            ctx.stmt('SELECT * FROM events WHERE tenant = ? AND op_id = ? ORDER BY seq').all(tenant, id),
+          ) as RawEvent[]
+        ).map(toEventRow),
+      ),
+    queueStats: () =>
+      resolve(
+        () =>
+          ctx.read(() =>
+            ctx.stmt('SELECT class, tenant, waiting, running FROM queues ORDER BY class, tenant').all(),
+          ) as QueueStat[],
+      ),
+    operationClaimMany: (p) => resolve(() => claimMany(ctx, p)),
+    leaseExtendMany: ({ leases, leaseMs }) => resolve(() => extendMany(ctx, leases, leaseMs)),
+    attemptFinishMany: (items) => resolve(() => finishMany(ctx, items)),
+    effectBegin: (p) => resolve(() => effectBegin(ctx, p)),
+    effectRecordSend: ({ lease, name }) => resolve(() => effectRecordSend(ctx, lease, name)),
+    effectMarkCommitted: ({ lease, name, result, reference }) =>
+      resolve(() => effectMark(ctx, lease, name, { state: 'committed', result, reference })),
+    effectMarkFailed: ({ lease, name, error }) =>
+      resolve(() => effectMark(ctx, lease, name, { state: 'failed', error })),
+    operationCancel: ({ tenant, id, by }) => resolve(() => cancel(ctx, tenant, id, by)),
+    operationRedrive: ({ tenant, id, by, reason }) => resolve(() => redrive(ctx, tenant, id, by, reason)),
+    operationReconcile: (p) => resolve(() => reconcile(ctx, p)),
+    leaseRescue: (p) => resolve(() => rescue(ctx, p)),
+    retentionPurge: (p) => resolve(() => purge(ctx, p)),
+  };
+}

@@ -1,0 +1,104 @@
+/**
+ * @module store/sqlite/maintenance
+ * The rescuer (expired leases) and the retention purge. Both work in bounded batches so a large
+ * backlog never makes one transaction hold the write lock for long.
+ */
+import { afterLeaseExpiry } from '../../core/decisions.js';
+import type { PurgeParams, RescuedOperation, RescueParams } from '../types.js';
+import type { SqliteContext } from './connection.js';
+import { hasPendingEffect } from './finish.js';
+import { queueEnter, queueLeave } from './queue-counters.js';
+import { jsonText, type RawOperation } from './rows.js';
+
+export function rescue(ctx: SqliteContext, p: RescueParams): RescuedOperation[] {
+  return ctx.write((now) => {
+    const expired = ctx
+      .stmt(
+        `SELECT * FROM operations WHERE state = 'running' AND lease_expires_at < ? ORDER BY lease_expires_at LIMIT ?`,
+      )
+      .all(now, p.limit) as RawOperation[];
+    return expired.map((op) => {
+      const expiries = op.lease_expiries + 1;
+      const decision = afterLeaseExpiry(
+        {
+          attempt: op.attempt,
+          maxAttempts: op.max_attempts,
+          leaseExpiries: expiries,
+          deadlineAt: op.deadline_at,
+          cancelRequested: op.cancel === 'requested',
+          effectStarted: op.effect_started_at !== null,
+          hasPendingEffect: hasPendingEffect(ctx, op.tenant, op.id),
+          now,
+        },
+        p.maxLeaseExpiries,
+      );
+      const requeue = decision.to === 'queued';
+      ctx
+        .stmt(
+          `UPDATE operations SET state = ?, lease_expiries = ?, run_after = ?, error = coalesce(?, error),
+             finished_at = ?, updated_at = ?, lease_owner = NULL, lease_expires_at = NULL,
+             cancel = CASE WHEN cancel = 'requested' AND ? NOT IN ('cancelled', 'queued') THEN 'too_late' ELSE cancel END
+           WHERE seq = ?`,
+        )
+        .run(
+          decision.to,
+          expiries,
+          requeue ? now : op.run_after,
+          jsonText(decision.error),
+          requeue ? null : now,
+          now,
+          decision.to,
+          op.seq,
+        );
+      ctx
+        .stmt(
+          `INSERT INTO attempts (tenant, op_id, epoch, attempt, owner, started_at, ended_at, outcome, error)
+           VALUES (?, ?, ?, ?, ?, ?, ?, 'lease-expired', ?)`,
+        )
+        .run(
+          op.tenant,
+          op.id,
+          op.epoch,
+          op.attempt,
+          op.lease_owner,
+          op.started_at ?? now,
+          now,
+          jsonText({ code: 'lease-expired', message: `lease held by ${op.lease_owner} expired` }),
+        );
+      if (requeue) queueEnter(ctx, op.class, op.tenant, 1, now, 1);
+      else queueLeave(ctx, op.class, op.tenant, 0, 1);
+      return { tenant: op.tenant, id: op.id, to: decision.to };
+    });
+  });
+}
+
+/** Terminal states the purge removes. `needs_reconciliation` is never purged: a person owes it an answer. */
+const PURGEABLE = `('succeeded', 'failed', 'cancelled', 'dead')`;
+
+export function purge(ctx: SqliteContext, p: PurgeParams): { purged: number; tombstonesDeleted: number } {
+  return ctx.write((now) => {
+    const old = ctx
+      .stmt(
+        `SELECT seq, tenant, id, kind, digest, state, finished_at FROM operations
+         WHERE finished_at IS NOT NULL AND finished_at < ? AND state IN ${PURGEABLE}
+         ORDER BY finished_at LIMIT ?`,
+      )
+      .all(now - p.retentionMs, p.limit) as Array<
+      Pick<RawOperation, 'seq' | 'tenant' | 'id' | 'kind' | 'digest' | 'state'> & { finished_at: number }
+    >;
+    for (const op of old) {
+      ctx
+        .stmt(
+          `INSERT OR REPLACE INTO tombstones (tenant, id, kind, digest, state, finished_at, purged_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?)`,
+        )
+        .run(op.tenant, op.id, op.kind, op.digest, op.state, op.finished_at, now);
+      ctx.stmt('DELETE FROM attempts WHERE tenant = ? AND op_id = ?').run(op.tenant, op.id);
+      ctx.stmt('DELETE FROM effects WHERE tenant = ? AND op_id = ?').run(op.tenant, op.id);
+      ctx.stmt('DELETE FROM events WHERE tenant = ? AND op_id = ?').run(op.tenant, op.id);
+      ctx.stmt('DELETE FROM operations WHERE seq = ?').run(op.seq);
+    }
+    const tombs = ctx.stmt('DELETE FROM tombstones WHERE finished_at < ?').run(now - p.tombstoneMs);
+    return { purged: old.length, tombstonesDeleted: tombs.changes };
+  });
+}

@@ -1,0 +1,150 @@
+/**
+ * @module store/sqlite/operator
+ * Client and operator actions on one operation: cancel, redrive (dead → queued, new attempt
+ * count) and reconcile (needs_reconciliation → queued | succeeded | failed, with the effects'
+ * outcomes a person or a reconciler established). Redrive and reconcile are recorded in
+ * `events` with who and why.
+ */
+import { InvalidStateTransition, OperationNotFound } from '../../core/errors/index.js';
+import type { CancelOutcome, OperationRow, ReconcileParams } from '../types.js';
+import type { SqliteContext } from './connection.js';
+import { queueEnter, queueLeave } from './queue-counters.js';
+import { jsonText, type RawOperation, toOperationRow } from './rows.js';
+
+function load(ctx: SqliteContext, tenant: string, id: string): RawOperation | undefined {
+  return ctx.stmt('SELECT * FROM operations WHERE tenant = ? AND id = ?').get(tenant, id) as
+    | RawOperation
+    | undefined;
+}
+
+function record(
+  ctx: SqliteContext,
+  op: RawOperation,
+  now: number,
+  action: string,
+  by: string,
+  reason: string,
+  detail: unknown,
+) {
+  ctx
+    .stmt('INSERT INTO events (tenant, op_id, at, action, by, reason, detail) VALUES (?, ?, ?, ?, ?, ?, ?)')
+    .run(op.tenant, op.id, now, action, by, reason, jsonText(detail));
+}
+
+export function cancel(
+  ctx: SqliteContext,
+  tenant: string,
+  id: string,
+  by: string | undefined,
+): { row: OperationRow; outcome: CancelOutcome } | undefined {
+  return ctx.write((now) => {
+    const op = load(ctx, tenant, id);
+    if (!op) return undefined;
+    let outcome: CancelOutcome;
+    if (op.state === 'queued' && op.effect_started_at === null) {
+      ctx
+        .stmt(
+          `UPDATE operations SET state = 'cancelled', finished_at = ?, updated_at = ?, cancel_requested_at = ?
+           WHERE seq = ?`,
+        )
+        .run(now, now, now, op.seq);
+      queueLeave(ctx, op.class, op.tenant, 1, 0);
+      outcome = 'cancelled';
+    } else if (op.state === 'running' && op.effect_started_at === null) {
+      ctx
+        .stmt(
+          `UPDATE operations SET cancel = 'requested', cancel_requested_at = coalesce(cancel_requested_at, ?),
+             updated_at = ? WHERE seq = ?`,
+        )
+        .run(now, now, op.seq);
+      outcome = 'requested';
+    } else if (op.state === 'cancelled') {
+      outcome = 'cancelled';
+    } else {
+      // An effect has begun (or the operation already ended): it can no longer be made not to
+      // have happened. The operation runs to its end and reports the result.
+      if (op.state === 'queued' || op.state === 'running') {
+        ctx
+          .stmt(`UPDATE operations SET cancel = 'too_late', cancel_requested_at = coalesce(cancel_requested_at, ?),
+                   updated_at = ? WHERE seq = ?`)
+          .run(now, now, op.seq);
+      }
+      outcome = 'too_late';
+    }
+    if (by) record(ctx, op, now, 'cancel', by, 'cancel requested', { outcome });
+    return { row: toOperationRow(load(ctx, tenant, id)!), outcome };
+  });
+}
+
+export function redrive(
+  ctx: SqliteContext,
+  tenant: string,
+  id: string,
+  by: string,
+  reason: string,
+): OperationRow {
+  return ctx.write((now) => {
+    const op = load(ctx, tenant, id);
+    if (!op) throw new OperationNotFound(tenant, id);
+    if (op.state !== 'dead') throw new InvalidStateTransition('redrive', op.state, id);
+    ctx
+      .stmt(
+        `UPDATE operations SET state = 'queued', attempt = 0, lease_expiries = 0, run_after = ?, finished_at = NULL,
+           updated_at = ?, cancel = NULL WHERE seq = ?`,
+      )
+      .run(now, now, op.seq);
+    queueEnter(ctx, op.class, op.tenant, 1, now, 0);
+    record(ctx, op, now, 'redrive', by, reason, { previousError: op.error ? JSON.parse(op.error) : null });
+    return toOperationRow(load(ctx, tenant, id)!);
+  });
+}
+
+export function reconcile(ctx: SqliteContext, p: ReconcileParams): OperationRow {
+  return ctx.write((now) => {
+    const op = load(ctx, p.tenant, p.id);
+    if (!op) throw new OperationNotFound(p.tenant, p.id);
+    if (op.state !== 'needs_reconciliation') throw new InvalidStateTransition('reconcile', op.state, p.id);
+    for (const effect of p.effects ?? []) {
+      if (effect.outcome === 'committed') {
+        ctx
+          .stmt(
+            `UPDATE effects SET state = 'committed', result = ?, reference = ?, committed_at = ?
+             WHERE tenant = ? AND op_id = ? AND name = ?`,
+          )
+          .run(jsonText(effect.result ?? null), effect.reference ?? null, now, op.tenant, op.id, effect.name);
+      } else {
+        // The provider confirmed nothing exists under the key: forget the journal row, so the
+        // next attempt sends afresh with a new retention window.
+        ctx
+          .stmt('DELETE FROM effects WHERE tenant = ? AND op_id = ? AND name = ?')
+          .run(op.tenant, op.id, effect.name);
+      }
+    }
+    if (p.resolution === 'requeue') {
+      ctx
+        .stmt(
+          `UPDATE operations SET state = 'queued', attempt = 0, lease_expiries = 0, run_after = ?,
+             finished_at = NULL, updated_at = ? WHERE seq = ?`,
+        )
+        .run(now, now, op.seq);
+      queueEnter(ctx, op.class, op.tenant, 1, now, 0);
+    } else {
+      ctx
+        .stmt(
+          `UPDATE operations SET state = ?, result = ?, error = ?, finished_at = ?, updated_at = ? WHERE seq = ?`,
+        )
+        .run(
+          p.resolution,
+          p.resolution === 'succeeded' ? jsonText(p.result ?? null) : null,
+          p.resolution === 'failed'
+            ? jsonText(p.error ?? { code: 'reconciled-failed', message: p.reason })
+            : op.error,
+          now,
+          now,
+          op.seq,
+        );
+    }
+    record(ctx, op, now, 'reconcile', p.by, p.reason, { resolution: p.resolution, effects: p.effects ?? [] });
+    return toOperationRow(load(ctx, p.tenant, p.id)!);
+  });
+}

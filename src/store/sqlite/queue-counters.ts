@@ -1,0 +1,66 @@
+/**
+ * @module store/sqlite/queue-counters
+ * Keeps the `queues` row of a (class, tenant) in step with its operations, inside the caller's
+ * transaction. Called on every move into or out of `queued` / `running`.
+ */
+import type { QueueLimits } from '../types.js';
+import type { SqliteContext } from './connection.js';
+
+/**
+ * Operations entered `queued` with the given earliest `run_after`. When the tenant had no ready
+ * work, its virtual time is raised to that of the least-served eligible tenant, so time spent
+ * idle is not banked as credit to crowd others out later.
+ */
+export function queueEnter(
+  ctx: SqliteContext,
+  cls: string,
+  tenant: string,
+  count: number,
+  runAfter: number,
+  leftRunning: number,
+  limits?: QueueLimits,
+): void {
+  ctx
+    .stmt(
+      `INSERT INTO queues (class, tenant, waiting, running, ready_at, vtime, weight, max_running, max_waiting)
+       VALUES (@class, @tenant, @count, 0, @runAfter,
+               coalesce((SELECT vtime FROM queues WHERE class = @class AND ready_at IS NOT NULL
+                         AND (max_running IS NULL OR running < max_running) ORDER BY vtime LIMIT 1), 0),
+               @weight, @maxRunning, @maxWaiting)
+       ON CONFLICT (class, tenant) DO UPDATE SET
+         waiting = waiting + @count,
+         running = running - @leftRunning,
+         vtime = CASE WHEN ready_at IS NULL THEN max(vtime, coalesce(
+                   (SELECT q.vtime FROM queues q WHERE q.class = @class AND q.ready_at IS NOT NULL
+                    AND (q.max_running IS NULL OR q.running < q.max_running) ORDER BY q.vtime LIMIT 1), vtime))
+                 ELSE vtime END,
+         ready_at = min(coalesce(ready_at, @runAfter), @runAfter),
+         weight = CASE WHEN @setLimits THEN @weight ELSE weight END,
+         max_running = CASE WHEN @setLimits THEN @maxRunning ELSE max_running END,
+         max_waiting = CASE WHEN @setLimits THEN @maxWaiting ELSE max_waiting END`,
+    )
+    .run({
+      class: cls,
+      tenant,
+      count,
+      runAfter,
+      leftRunning,
+      setLimits: limits ? 1 : 0,
+      weight: limits?.weight ?? 1,
+      maxRunning: limits?.maxRunning ?? null,
+      maxWaiting: limits?.maxWaiting ?? null,
+    });
+}
+
+/** Operations left `queued` and/or `running` without re-entering the queue. */
+export function queueLeave(
+  ctx: SqliteContext,
+  cls: string,
+  tenant: string,
+  waiting: number,
+  running: number,
+): void {
+  ctx
+    .stmt('UPDATE queues SET waiting = waiting - ?, running = running - ? WHERE class = ? AND tenant = ?')
+    .run(waiting, running, cls, tenant);
+}

@@ -1,0 +1,168 @@
+/**
+ * @module store/sqlite/rows
+ * Maps SQLite rows (snake_case, JSON as text) to the store's row types.
+ */
+import type { ErrorRecord } from '../../core/errors/index.js';
+import type { OperationState } from '../../core/states.js';
+import type {
+  AttemptOutcome,
+  AttemptRow,
+  CancelState,
+  EffectRow,
+  EffectState,
+  EventRow,
+  OperationRow,
+} from '../types.js';
+
+export interface RawOperation {
+  seq: number;
+  tenant: string;
+  id: string;
+  kind: string;
+  class: string;
+  digest: string;
+  input: string;
+  state: OperationState;
+  attempt: number;
+  max_attempts: number;
+  epoch: number;
+  run_after: number;
+  deadline_at: number | null;
+  created_at: number;
+  updated_at: number;
+  started_at: number | null;
+  finished_at: number | null;
+  lease_owner: string | null;
+  lease_expires_at: number | null;
+  lease_expiries: number;
+  effect_started_at: number | null;
+  cancel: CancelState | null;
+  cancel_requested_at: number | null;
+  result: string | null;
+  error: string | null;
+}
+
+const json = (text: string | null): unknown => (text === null ? null : JSON.parse(text));
+
+export function toOperationRow(r: RawOperation): OperationRow {
+  return {
+    seq: r.seq,
+    tenant: r.tenant,
+    id: r.id,
+    kind: r.kind,
+    class: r.class,
+    digest: r.digest,
+    input: JSON.parse(r.input),
+    state: r.state,
+    attempt: r.attempt,
+    maxAttempts: r.max_attempts,
+    epoch: r.epoch,
+    runAfter: r.run_after,
+    deadlineAt: r.deadline_at,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+    startedAt: r.started_at,
+    finishedAt: r.finished_at,
+    leaseOwner: r.lease_owner,
+    leaseExpiresAt: r.lease_expires_at,
+    leaseExpiries: r.lease_expiries,
+    effectStartedAt: r.effect_started_at,
+    cancel: r.cancel,
+    cancelRequestedAt: r.cancel_requested_at,
+    result: json(r.result),
+    error: json(r.error) as ErrorRecord | null,
+  };
+}
+
+export interface RawEffect {
+  tenant: string;
+  op_id: string;
+  name: string;
+  key: string;
+  state: EffectState;
+  provider: string | null;
+  cost: number | null;
+  first_sent_at: number;
+  last_sent_at: number;
+  sends: number;
+  committed_at: number | null;
+  result: string | null;
+  reference: string | null;
+  error: string | null;
+  epoch: number;
+}
+
+export function toEffectRow(r: RawEffect): EffectRow {
+  return {
+    tenant: r.tenant,
+    id: r.op_id,
+    name: r.name,
+    key: r.key,
+    state: r.state,
+    provider: r.provider,
+    cost: r.cost,
+    firstSentAt: r.first_sent_at,
+    lastSentAt: r.last_sent_at,
+    sends: r.sends,
+    committedAt: r.committed_at,
+    result: json(r.result),
+    reference: r.reference,
+    error: json(r.error) as ErrorRecord | null,
+    epoch: r.epoch,
+  };
+}
+
+export interface RawAttempt {
+  tenant: string;
+  op_id: string;
+  epoch: number;
+  attempt: number;
+  owner: string | null;
+  started_at: number;
+  ended_at: number;
+  outcome: AttemptOutcome;
+  error: string | null;
+  retry_delay_ms: number | null;
+}
+
+export function toAttemptRow(r: RawAttempt): AttemptRow {
+  return {
+    tenant: r.tenant,
+    id: r.op_id,
+    attempt: r.attempt,
+    epoch: r.epoch,
+    owner: r.owner,
+    startedAt: r.started_at,
+    endedAt: r.ended_at,
+    outcome: r.outcome,
+    error: json(r.error) as ErrorRecord | null,
+    retryDelayMs: r.retry_delay_ms,
+  };
+}
+
+export interface RawEvent {
+  tenant: string;
+  op_id: string;
+  at: number;
+  action: string;
+  by: string;
+  reason: string;
+  detail: string | null;
+}
+
+export function toEventRow(r: RawEvent): EventRow {
+  return {
+    tenant: r.tenant,
+    id: r.op_id,
+    at: r.at,
+    action: r.action,
+    by: r.by,
+    reason: r.reason,
+    detail: json(r.detail),
+  };
+}
+
+/** JSON text for a nullable column; `undefined` is stored as NULL. */
+export function jsonText(value: unknown): string | null {
+  return value === undefined || value === null ? null : JSON.stringify(value);
+}

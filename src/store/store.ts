@@ -1,0 +1,90 @@
+/**
+ * @module store/store
+ * The contract between the engine and a database. Both drivers (SQLite, PostgreSQL) implement
+ * it and pass one conformance suite (test/conformance/). It is internal: applications choose a
+ * driver with `sqliteStore()` or `postgresStore()` and never call it directly.
+ *
+ * Invariants every driver keeps:
+ * - `(tenant, id)` is unique; the digest never changes after acceptance.
+ * - Every write of an attempt (effect journal, finish, heartbeat) is conditional on the lease's
+ *   fencing epoch and the `running` state, and reports whether it took effect.
+ * - State moves follow core/states.ts; a terminal state changes only by redrive or reconcile.
+ * - The `queues` counters (waiting, running per class and tenant) change in the same transaction
+ *   as the operations they count.
+ * - Times come from the store's clock.
+ * - Hot-path methods take arrays, so the engine can group concurrent calls into one commit.
+ */
+
+import type { ErrorRecord } from '../core/errors/index.js';
+import type {
+  AttemptRow,
+  CancelOutcome,
+  ClaimParams,
+  ClaimResult,
+  EffectBeginParams,
+  EffectBeginResult,
+  EffectRow,
+  EventRow,
+  FinishParams,
+  LeaseRef,
+  LeaseStatus,
+  ListParams,
+  OperationRow,
+  PurgeParams,
+  QueueStat,
+  ReconcileParams,
+  RescuedOperation,
+  RescueParams,
+  SubmitOutcome,
+  SubmitParams,
+} from './types.js';
+
+export interface Store {
+  readonly dialect: 'sqlite' | 'postgres';
+  /** Applies pending migrations. Safe to call from several processes at once. */
+  migrate(): Promise<void>;
+  close(): Promise<void>;
+  /** The store's clock, in epoch milliseconds. */
+  now(): Promise<number>;
+
+  /** Accepts operations: one transaction for the whole batch, one outcome per item. */
+  operationSubmitMany(items: SubmitParams[]): Promise<SubmitOutcome[]>;
+  operationGet(params: { tenant: string; id: string }): Promise<OperationRow | undefined>;
+  operationList(params: ListParams): Promise<OperationRow[]>;
+  attemptList(params: { tenant: string; id: string }): Promise<AttemptRow[]>;
+  effectList(params: { tenant: string; id: string }): Promise<EffectRow[]>;
+  eventList(params: { tenant: string; id: string }): Promise<EventRow[]>;
+  queueStats(): Promise<QueueStat[]>;
+
+  /** Claims up to `limit` ready operations of a class, rotating fairly across tenants. */
+  operationClaimMany(params: ClaimParams): Promise<ClaimResult>;
+  /** Heartbeat: extends each lease still held; reports lost leases and cancel requests. */
+  leaseExtendMany(params: { leases: LeaseRef[]; leaseMs: number }): Promise<LeaseStatus[]>;
+  /** Ends attempts. Returns, per item, whether the fenced write took effect. */
+  attemptFinishMany(items: FinishParams[]): Promise<boolean[]>;
+
+  /** Step 3 of the effect protocol: the durable `pending` row (or the existing row). Fenced. */
+  effectBegin(params: EffectBeginParams): Promise<EffectBeginResult>;
+  /** Records one more request about to be sent under an existing pending key. Fenced. */
+  effectRecordSend(params: { lease: LeaseRef; name: string }): Promise<{ row: EffectRow; now: number }>;
+  effectMarkCommitted(params: {
+    lease: LeaseRef;
+    name: string;
+    result: unknown;
+    reference: string | null;
+  }): Promise<boolean>;
+  effectMarkFailed(params: { lease: LeaseRef; name: string; error: ErrorRecord }): Promise<boolean>;
+
+  operationCancel(params: {
+    tenant: string;
+    id: string;
+    by?: string;
+  }): Promise<{ row: OperationRow; outcome: CancelOutcome } | undefined>;
+  operationRedrive(params: { tenant: string; id: string; by: string; reason: string }): Promise<OperationRow>;
+  operationReconcile(params: ReconcileParams): Promise<OperationRow>;
+
+  /** Moves operations whose lease expired back to the queue, or parks them. */
+  leaseRescue(params: RescueParams): Promise<RescuedOperation[]>;
+  /** Purges old terminal operations to tombstones and deletes old tombstones. */
+  retentionPurge(params: PurgeParams): Promise<{ purged: number; tombstonesDeleted: number }>;
+}

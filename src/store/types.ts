@@ -1,0 +1,241 @@
+/**
+ * @module store/types
+ * The rows a store keeps and the parameters of its methods. `OperationRow` is the persisted
+ * record as the engine reads it; `Operation` (core/operation.ts) is the public view.
+ */
+import type { ErrorRecord } from '../core/errors/index.js';
+import type { OperationState } from '../core/states.js';
+
+export type CancelState = 'requested' | 'too_late';
+
+export interface OperationRow {
+  /** Insertion order; also the list cursor. */
+  seq: number;
+  tenant: string;
+  id: string;
+  kind: string;
+  class: string;
+  /** SHA-256 of the canonical `{kind, input}`; immutable. */
+  digest: string;
+  input: unknown;
+  state: OperationState;
+  /** Attempts started in the current attempt count (redrive starts a new count). */
+  attempt: number;
+  maxAttempts: number;
+  /** Fencing token: incremented by every claim, never reset. Writes of an attempt carry it. */
+  epoch: number;
+  runAfter: number;
+  deadlineAt: number | null;
+  createdAt: number;
+  updatedAt: number;
+  startedAt: number | null;
+  finishedAt: number | null;
+  leaseOwner: string | null;
+  leaseExpiresAt: number | null;
+  /** Leases of this operation that expired (its worker died or hung): the crash-loop counter. */
+  leaseExpiries: number;
+  /** When the first effect began: from then on, a cancel can only be answered `too_late`. */
+  effectStartedAt: number | null;
+  cancel: CancelState | null;
+  cancelRequestedAt: number | null;
+  result: unknown;
+  error: ErrorRecord | null;
+}
+
+/** The fencing reference of one attempt: every write of the attempt is conditional on it. */
+export interface LeaseRef {
+  tenant: string;
+  id: string;
+  epoch: number;
+}
+
+export type AttemptOutcome =
+  | 'succeeded'
+  | 'failed'
+  | 'retry'
+  | 'dead'
+  | 'needs_reconciliation'
+  | 'cancelled'
+  | 'released'
+  | 'lease-expired'
+  | 'deadline-exceeded';
+
+export interface AttemptRow {
+  tenant: string;
+  id: string;
+  attempt: number;
+  epoch: number;
+  owner: string | null;
+  startedAt: number;
+  endedAt: number;
+  outcome: AttemptOutcome;
+  error: ErrorRecord | null;
+  /** For a retry: the back-off chosen before the next attempt. */
+  retryDelayMs: number | null;
+}
+
+export type EffectState = 'pending' | 'committed' | 'failed';
+
+export interface EffectRow {
+  tenant: string;
+  id: string;
+  name: string;
+  /** The provider idempotency key: derived from (tenant, id, name), stable forever. */
+  key: string;
+  state: EffectState;
+  provider: string | null;
+  cost: number | null;
+  /** When the first request under this key may have left: the start of the retention window. */
+  firstSentAt: number;
+  lastSentAt: number;
+  /** Requests sent (or possibly sent) under this key. */
+  sends: number;
+  committedAt: number | null;
+  result: unknown;
+  reference: string | null;
+  error: ErrorRecord | null;
+  /** The attempt (fencing epoch) that last wrote the row. */
+  epoch: number;
+}
+
+/** A recorded operator action: who moved an operation out of dead / needs_reconciliation, and why. */
+export interface EventRow {
+  tenant: string;
+  id: string;
+  at: number;
+  action: string;
+  by: string;
+  reason: string;
+  detail: unknown;
+}
+
+export interface QueueLimits {
+  /** Operations of this tenant and class that may run at once, across all processes. */
+  maxRunning?: number | null;
+  /** Operations of this tenant and class that may wait; beyond it a submit is refused. */
+  maxWaiting?: number | null;
+  /** Share of the class's claims relative to other tenants (fair scheduling). Default 1. */
+  weight?: number;
+}
+
+export interface SubmitParams {
+  tenant: string;
+  id: string;
+  kind: string;
+  class: string;
+  digest: string;
+  /** The input as canonical JSON text. */
+  inputJson: string;
+  maxAttempts: number;
+  /** Overall deadline relative to acceptance; null for none. */
+  deadlineMs: number | null;
+  /** Delay before the first attempt may start. */
+  delayMs?: number;
+  limits?: QueueLimits;
+}
+
+export type SubmitOutcome =
+  | { status: 'created'; row: OperationRow }
+  | { status: 'existing'; row: OperationRow }
+  | { status: 'conflict'; row: OperationRow }
+  | { status: 'expired'; digestMatches: boolean }
+  | { status: 'rejected'; reason: 'tenant-queue-full' | 'class-queue-full'; retryAfterMs: number };
+
+export interface ClaimParams {
+  class: string;
+  owner: string;
+  limit: number;
+  leaseMs: number;
+}
+
+export interface ClaimResult {
+  /** The store's clock when the claim was made: the base for remaining-time computations. */
+  now: number;
+  rows: OperationRow[];
+}
+
+export interface LeaseStatus {
+  /** False when the lease is gone: the attempt must stop, its writes will be refused. */
+  ok: boolean;
+  cancelRequested: boolean;
+}
+
+export type FinishParams = { lease: LeaseRef } & (
+  | { outcome: 'succeeded'; result: unknown }
+  | { outcome: 'failed'; error: ErrorRecord }
+  | { outcome: 'retry'; error: ErrorRecord; delayMs: number }
+  | { outcome: 'dead'; error: ErrorRecord }
+  | { outcome: 'needs_reconciliation'; error: ErrorRecord }
+  | { outcome: 'cancelled' }
+  /** Interrupted (shutdown): back to the queue without consuming an attempt. */
+  | { outcome: 'released' }
+);
+
+export interface EffectBeginParams {
+  lease: LeaseRef;
+  name: string;
+  key: string;
+  provider?: string | null;
+  cost?: number | null;
+}
+
+export interface EffectBeginResult {
+  row: EffectRow;
+  /** True when this call wrote the `pending` row: no request under the key can have left before. */
+  created: boolean;
+  now: number;
+}
+
+export type CancelOutcome = 'cancelled' | 'requested' | 'too_late';
+
+export type ReconcileEffect =
+  | { name: string; outcome: 'committed'; result?: unknown; reference?: string | null }
+  | { name: string; outcome: 'absent' };
+
+export interface ReconcileParams {
+  tenant: string;
+  id: string;
+  by: string;
+  reason: string;
+  effects?: ReconcileEffect[];
+  /** `requeue` runs the handler again (journaled effects return their recorded results). */
+  resolution: 'requeue' | 'succeeded' | 'failed';
+  result?: unknown;
+  error?: ErrorRecord;
+}
+
+export interface RescueParams {
+  /** Lease expiries after which an operation is a poison message (dead, `crash-loop`). */
+  maxLeaseExpiries: number;
+  limit: number;
+}
+
+export interface RescuedOperation {
+  tenant: string;
+  id: string;
+  to: OperationState;
+}
+
+export interface PurgeParams {
+  /** Terminal operations finished longer ago than this are purged to a tombstone. */
+  retentionMs: number;
+  /** Tombstones older than this (since the operation finished) are deleted. */
+  tombstoneMs: number;
+  limit: number;
+}
+
+export interface ListParams {
+  tenant?: string;
+  state?: OperationState;
+  kind?: string;
+  /** Return operations with `seq` greater than this. */
+  after?: number;
+  limit: number;
+}
+
+export interface QueueStat {
+  class: string;
+  tenant: string;
+  waiting: number;
+  running: number;
+}
