@@ -14,7 +14,8 @@ export interface ExpiredLeaseFacts {
   leaseExpiries: number;
   deadlineAt: number | null;
   cancelRequested: boolean;
-  effectStarted: boolean;
+  /** An effect is committed or may have happened: a cancel can no longer stop the operation. */
+  pastNoReturn: boolean;
   /** Some effect's outcome is unknown (journal row still `pending`). */
   hasPendingEffect: boolean;
   now: number;
@@ -26,12 +27,12 @@ export interface Decision {
 }
 
 /**
- * After a lease expiry: cancel if asked and no effect began; a poison operation (too many
+ * After a lease expiry: cancel if asked and no effect may have happened; a poison operation (too many
  * expiries) is dead-lettered; an operation past its deadline stops (waiting for reconciliation
  * if an effect's outcome is unknown); one out of attempts is dead-lettered; else redelivered.
  */
 export function afterLeaseExpiry(facts: ExpiredLeaseFacts, maxLeaseExpiries: number): Decision {
-  if (facts.cancelRequested && !facts.effectStarted) return { to: 'cancelled', error: null };
+  if (facts.cancelRequested && !facts.pastNoReturn) return { to: 'cancelled', error: null };
   if (facts.leaseExpiries >= maxLeaseExpiries) {
     return {
       to: 'dead',

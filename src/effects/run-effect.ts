@@ -25,6 +25,7 @@ import {
   InvalidArgument,
   isEffectConflict,
   isPermanent,
+  isRetryable,
   LeaseLost,
   Permanent,
   toErrorRecord,
@@ -117,7 +118,10 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
     });
   }
 
-  if (!begin.created) {
+  // `clean`: nothing sent under the key so far can have taken effect, so a definite refusal of
+  // the next request proves the effect absent.
+  let clean = begin.created || row.state === 'absent';
+  if (row.state === 'pending' && !begin.created) {
     const retentionMs = options.retentionMs ?? rt.retentionMs;
     const insideWindow = begin.now - row.firstSentAt + rt.marginMs <= retentionMs;
     if (options.lookup) {
@@ -133,10 +137,15 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
         await commit(rt, name, found.result, found.reference ?? options.reference?.(found.result) ?? null);
         return found.result;
       }
-      if (found.status === 'unknown' && !insideWindow) throw unknown(name, row, retentionMs);
+      if (found.status === 'absent') {
+        await rt.store.effectMarkAbsent({ lease: rt.lease, name });
+        clean = true;
+      } else if (!insideWindow) throw unknown(name, row, retentionMs);
     } else if (!insideWindow) {
       throw unknown(name, row, retentionMs);
     }
+  }
+  if (!begin.created) {
     row = (await rt.store.effectRecordSend({ lease: rt.lease, name })).row;
     rt.checkAlive();
   }
@@ -150,8 +159,12 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
     rt.checkAlive();
     rt.onCall?.(name, isPermanent(error) ? 'permanent' : isEffectConflict(error) ? 'conflict' : 'error');
     // A permanent refusal is an answer: the effect did not and will not happen under this key.
-    if (isPermanent(error))
+    if (isPermanent(error)) {
       await rt.store.effectMarkFailed({ lease: rt.lease, name, error: toErrorRecord(error, 'permanent') });
+    } else if (isRetryable(error) && clean) {
+      // A definite "not done" (a 503, nothing sent) after nothing uncertain: the effect is absent.
+      await rt.store.effectMarkAbsent({ lease: rt.lease, name });
+    }
     // Anything else leaves the row pending: the next attempt recovers under the same key.
     throw error;
   }

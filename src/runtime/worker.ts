@@ -65,7 +65,10 @@ export interface WorkerEnv {
 }
 
 export interface WorkerEvents {
+  /** An attempt ended (emitted before its slot is released). */
   attempt: [{ tenant: string; id: string; kind: string; attempt: number; report: AttemptReport }];
+  /** The last running attempt released its slot. */
+  idle: [];
 }
 
 export class Worker extends EventEmitter<WorkerEvents> {
@@ -113,6 +116,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   runningByClass(): Record<string, number> {
     return Object.fromEntries(this.activeByClass);
+  }
+
+  /** Resolves when no attempt is running in this worker (slots all free). */
+  idle(): Promise<void> {
+    if (this.inflight.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.once('idle', () => resolve()));
   }
 
   start(): void {
@@ -268,6 +277,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         this.activeByClass.set(cls, this.active(cls) - 1);
         this.inflight.delete(run);
         this.env.wakeup.notify(cls);
+        if (this.inflight.size === 0) this.emit('idle');
       });
     this.inflight.add(run);
   }

@@ -65,8 +65,13 @@ export interface Store {
 
   /** Step 3 of the effect protocol: the durable `pending` row (or the existing row). Fenced. */
   effectBegin(params: EffectBeginParams): Promise<EffectBeginResult>;
-  /** Records one more request about to be sent under an existing pending key. Fenced. */
+  /**
+   * Records one more request about to be sent under an existing key (`pending` or `absent`).
+   * From `absent` nothing is uncertain, so the retention window restarts now. Fenced.
+   */
   effectRecordSend(params: { lease: LeaseRef; name: string }): Promise<{ row: EffectRow; now: number }>;
+  /** A `pending` effect is known not to have happened (definite refusal, confirmed lookup). Fenced. */
+  effectMarkAbsent(params: { lease: LeaseRef; name: string }): Promise<boolean>;
   effectMarkCommitted(params: {
     lease: LeaseRef;
     name: string;

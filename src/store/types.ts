@@ -34,7 +34,10 @@ export interface OperationRow {
   leaseExpiresAt: number | null;
   /** Leases of this operation that expired (its worker died or hung): the crash-loop counter. */
   leaseExpiries: number;
-  /** When the first effect began: from then on, a cancel can only be answered `too_late`. */
+  /**
+   * When the first effect began. Informational; the write that sets it is also what orders an
+   * effect's start against a concurrent cancel (both lock the operation row).
+   */
   effectStartedAt: number | null;
   cancel: CancelState | null;
   cancelRequestedAt: number | null;
@@ -74,7 +77,11 @@ export interface AttemptRow {
   retryDelayMs: number | null;
 }
 
-export type EffectState = 'pending' | 'committed' | 'failed';
+/**
+ * `pending`: a request may have left and its outcome is unknown. `absent`: every request so far
+ * certainly did not take effect. `committed`: done, result kept. `failed`: refused for good.
+ */
+export type EffectState = 'pending' | 'absent' | 'committed' | 'failed';
 
 export interface EffectRow {
   tenant: string;
@@ -85,7 +92,7 @@ export interface EffectRow {
   state: EffectState;
   provider: string | null;
   cost: number | null;
-  /** When the first request under this key may have left: the start of the retention window. */
+  /** When the first request whose outcome is unknown left: the start of the retention window. */
   firstSentAt: number;
   lastSentAt: number;
   /** Requests sent (or possibly sent) under this key. */

@@ -39,6 +39,8 @@ export interface ProviderStubOptions {
   windowMs?: number;
   /** Fixed delay before each answer. Default 0. */
   latencyMs?: number;
+  /** Names the nth charge (1-based). Default `ch_<n>`. */
+  chargeId?: (n: number) => string;
 }
 
 interface KeyEntry {
@@ -53,6 +55,7 @@ export class ProviderStub {
   readonly clock: Clock;
   windowMs: number;
   latencyMs: number;
+  private readonly chargeId: (n: number) => string;
   /** Charge requests received, whatever their outcome. */
   calls = 0;
   /** Lookups received. */
@@ -70,6 +73,7 @@ export class ProviderStub {
     this.clock = options.clock ?? systemClock;
     this.windowMs = options.windowMs ?? 86_400_000;
     this.latencyMs = options.latencyMs ?? 0;
+    this.chargeId = options.chargeId ?? ((n) => `ch_${n}`);
   }
 
   /** Make the next `count` requests fail with `mode`. Queued after earlier injections. */
@@ -128,7 +132,7 @@ export class ProviderStub {
       }
       const id = this.idempotent(args.key, args.params, () => {
         const charge: Charge = {
-          id: `ch_${this.charges.length + 1}`,
+          id: this.chargeId(this.charges.length + 1),
           key: args.key,
           params: { ...args.params },
           amount_cents: amount,

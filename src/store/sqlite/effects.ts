@@ -71,12 +71,26 @@ export function effectRecordSend(
     if (!fence(ctx, lease)) throw new LeaseLost(lease.id);
     const raw = ctx
       .stmt(
-        `UPDATE effects SET sends = sends + 1, last_sent_at = ?, epoch = ?
-         WHERE tenant = ? AND op_id = ? AND name = ? AND state = 'pending' RETURNING *`,
+        `UPDATE effects SET sends = sends + 1, last_sent_at = @now, epoch = @epoch, state = 'pending',
+           first_sent_at = CASE WHEN state = 'absent' THEN @now ELSE first_sent_at END
+         WHERE tenant = @tenant AND op_id = @id AND name = @name AND state IN ('pending', 'absent') RETURNING *`,
       )
-      .get(now, lease.epoch, lease.tenant, lease.id, name) as RawEffect | undefined;
+      .get({ now, epoch: lease.epoch, tenant: lease.tenant, id: lease.id, name }) as RawEffect | undefined;
     if (!raw) throw new LeaseLost(lease.id);
     return { row: toEffectRow(raw), now };
+  });
+}
+
+export function effectMarkAbsent(ctx: SqliteContext, lease: LeaseRef, name: string): boolean {
+  return ctx.write(() => {
+    if (!fence(ctx, lease)) return false;
+    return (
+      ctx
+        .stmt(
+          `UPDATE effects SET state = 'absent', epoch = ? WHERE tenant = ? AND op_id = ? AND name = ? AND state = 'pending'`,
+        )
+        .run(lease.epoch, lease.tenant, lease.id, name).changes === 1
+    );
   });
 }
 
@@ -93,7 +107,7 @@ export function effectMark(
     const info = ctx
       .stmt(
         `UPDATE effects SET state = ?, result = ?, reference = ?, error = ?, committed_at = ?, epoch = ?
-         WHERE tenant = ? AND op_id = ? AND name = ? AND state = 'pending'`,
+         WHERE tenant = ? AND op_id = ? AND name = ? AND state IN ('pending', 'absent')`,
       )
       .run(
         outcome.state,

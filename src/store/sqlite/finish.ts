@@ -35,6 +35,20 @@ export function hasPendingEffect(ctx: SqliteContext, tenant: string, id: string)
   );
 }
 
+/**
+ * The point of no return for cancel: an effect is committed or may have happened (`pending`).
+ * Effects that are `absent` or `failed` certainly did not happen and do not block a cancel.
+ */
+export function pastNoReturn(ctx: SqliteContext, tenant: string, id: string): boolean {
+  return (
+    ctx
+      .stmt(
+        `SELECT 1 FROM effects WHERE tenant = ? AND op_id = ? AND state IN ('pending', 'committed') LIMIT 1`,
+      )
+      .get(tenant, id) !== undefined
+  );
+}
+
 export function finishMany(ctx: SqliteContext, items: FinishParams[]): boolean[] {
   if (items.length === 0) return [];
   return ctx.write((now) => items.map((item) => finishOne(ctx, item, now)));
@@ -51,7 +65,7 @@ function finishOne(ctx: SqliteContext, p: FinishParams, now: number): boolean {
   let result: unknown = null;
   let retryDelayMs: number | null = null;
   let attemptOutcome: AttemptOutcome = p.outcome;
-  const cancelAsked = op.cancel === 'requested' && op.effect_started_at === null;
+  const cancelAsked = op.cancel === 'requested' && !pastNoReturn(ctx, op.tenant, op.id);
   switch (p.outcome) {
     case 'succeeded':
       to = 'succeeded';
@@ -72,8 +86,8 @@ function finishOne(ctx: SqliteContext, p: FinishParams, now: number): boolean {
       retryDelayMs = to === 'queued' ? Math.max(0, p.delayMs) : null;
       break;
     case 'cancelled':
-      // Only an operation with no effect begun may end cancelled; otherwise it goes back to run.
-      to = op.effect_started_at === null ? 'cancelled' : 'queued';
+      // Only an operation past no point of no return may end cancelled; otherwise it runs again.
+      to = pastNoReturn(ctx, op.tenant, op.id) ? 'queued' : 'cancelled';
       if (to === 'queued') attemptOutcome = 'released';
       break;
     case 'released':

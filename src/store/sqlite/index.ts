@@ -9,7 +9,7 @@ import type { Store } from '../store.js';
 import type { ListParams, QueueStat } from '../types.js';
 import { claimMany } from './claim.js';
 import { openSqlite, type SqliteContext, type SqliteOptions } from './connection.js';
-import { effectBegin, effectMark, effectRecordSend } from './effects.js';
+import { effectBegin, effectMark, effectMarkAbsent, effectRecordSend } from './effects.js';
 import { extendMany, finishMany } from './finish.js';
 import { purge, rescue } from './maintenance.js';
 import { migrateSqlite } from './migrate.js';
@@ -126,6 +126,7 @@ export function sqliteStore(options: SqliteOptions): SqliteStore {
     effectRecordSend: ({ lease, name }) => resolve(() => effectRecordSend(ctx, lease, name)),
     effectMarkCommitted: ({ lease, name, result, reference }) =>
       resolve(() => effectMark(ctx, lease, name, { state: 'committed', result, reference })),
+    effectMarkAbsent: ({ lease, name }) => resolve(() => effectMarkAbsent(ctx, lease, name)),
     effectMarkFailed: ({ lease, name, error }) =>
       resolve(() => effectMark(ctx, lease, name, { state: 'failed', error })),
     operationCancel: ({ tenant, id, by }) => resolve(() => cancel(ctx, tenant, id, by)),

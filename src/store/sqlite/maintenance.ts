@@ -6,7 +6,7 @@
 import { afterLeaseExpiry } from '../../core/decisions.js';
 import type { PurgeParams, RescuedOperation, RescueParams } from '../types.js';
 import type { SqliteContext } from './connection.js';
-import { hasPendingEffect } from './finish.js';
+import { hasPendingEffect, pastNoReturn } from './finish.js';
 import { queueEnter, queueLeave } from './queue-counters.js';
 import { jsonText, type RawOperation } from './rows.js';
 
@@ -26,7 +26,7 @@ export function rescue(ctx: SqliteContext, p: RescueParams): RescuedOperation[] 
           leaseExpiries: expiries,
           deadlineAt: op.deadline_at,
           cancelRequested: op.cancel === 'requested',
-          effectStarted: op.effect_started_at !== null,
+          pastNoReturn: op.cancel === 'requested' && pastNoReturn(ctx, op.tenant, op.id),
           hasPendingEffect: hasPendingEffect(ctx, op.tenant, op.id),
           now,
         },

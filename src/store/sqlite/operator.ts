@@ -8,6 +8,7 @@
 import { InvalidStateTransition, OperationNotFound } from '../../core/errors/index.js';
 import type { CancelOutcome, OperationRow, ReconcileParams } from '../types.js';
 import type { SqliteContext } from './connection.js';
+import { pastNoReturn } from './finish.js';
 import { queueEnter, queueLeave } from './queue-counters.js';
 import { jsonText, type RawOperation, toOperationRow } from './rows.js';
 
@@ -41,7 +42,8 @@ export function cancel(
     const op = load(ctx, tenant, id);
     if (!op) return undefined;
     let outcome: CancelOutcome;
-    if (op.state === 'queued' && op.effect_started_at === null) {
+    const noReturn = (op.state === 'queued' || op.state === 'running') && pastNoReturn(ctx, op.tenant, op.id);
+    if (op.state === 'queued' && !noReturn) {
       ctx
         .stmt(
           `UPDATE operations SET state = 'cancelled', finished_at = ?, updated_at = ?, cancel_requested_at = ?
@@ -50,7 +52,7 @@ export function cancel(
         .run(now, now, now, op.seq);
       queueLeave(ctx, op.class, op.tenant, 1, 0);
       outcome = 'cancelled';
-    } else if (op.state === 'running' && op.effect_started_at === null) {
+    } else if (op.state === 'running' && !noReturn) {
       ctx
         .stmt(
           `UPDATE operations SET cancel = 'requested', cancel_requested_at = coalesce(cancel_requested_at, ?),
@@ -61,8 +63,8 @@ export function cancel(
     } else if (op.state === 'cancelled') {
       outcome = 'cancelled';
     } else {
-      // An effect has begun (or the operation already ended): it can no longer be made not to
-      // have happened. The operation runs to its end and reports the result.
+      // An effect happened or may have (or the operation already ended): it cannot be made not
+      // to have happened. The operation runs to its end and reports its result.
       if (op.state === 'queued' || op.state === 'running') {
         ctx
           .stmt(`UPDATE operations SET cancel = 'too_late', cancel_requested_at = coalesce(cancel_requested_at, ?),
@@ -113,10 +115,12 @@ export function reconcile(ctx: SqliteContext, p: ReconcileParams): OperationRow 
           )
           .run(jsonText(effect.result ?? null), effect.reference ?? null, now, op.tenant, op.id, effect.name);
       } else {
-        // The provider confirmed nothing exists under the key: forget the journal row, so the
-        // next attempt sends afresh with a new retention window.
+        // The provider confirmed nothing exists under the key: the next attempt sends afresh,
+        // with a new retention window.
         ctx
-          .stmt('DELETE FROM effects WHERE tenant = ? AND op_id = ? AND name = ?')
+          .stmt(
+            `UPDATE effects SET state = 'absent' WHERE tenant = ? AND op_id = ? AND name = ? AND state = 'pending'`,
+          )
           .run(op.tenant, op.id, effect.name);
       }
     }

@@ -55,13 +55,16 @@ CREATE TABLE attempts (
   PRIMARY KEY (tenant, op_id, epoch)
 );
 
--- The effect journal: one row per external effect of an operation.
+-- The effect journal: one row per external effect of an operation. `pending`: a request may
+-- have been sent and its outcome is unknown. `absent`: every request so far definitively did
+-- not take effect (a 503, a confirmed lookup). `committed`: done, result kept. `failed`: the
+-- provider refused for good.
 CREATE TABLE effects (
   tenant        TEXT    NOT NULL,
   op_id         TEXT    NOT NULL,
   name          TEXT    NOT NULL,
   key           TEXT    NOT NULL,
-  state         TEXT    NOT NULL CHECK (state IN ('pending', 'committed', 'failed')),
+  state         TEXT    NOT NULL CHECK (state IN ('pending', 'absent', 'committed', 'failed')),
   provider      TEXT,
   cost          INTEGER,
   first_sent_at INTEGER NOT NULL,

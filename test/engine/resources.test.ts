@@ -1,0 +1,115 @@
+/**
+ * Temp directories, slots and leases are released on every exit path of an attempt: success,
+ * error, timeout, abort (cancel) and lost lease. Orphans of a killed worker are swept at start.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { isAttemptTimeout, isLeaseLost, Permanent } from '../../src/index.js';
+import { FakeClock } from '../../src/testing/index.js';
+import { type Harness, harness } from '../helpers/engine.js';
+import { Gate } from '../helpers/gate.js';
+
+type Ending = 'success' | 'error' | 'timeout' | 'cancel';
+
+describe('resources are released on every exit path', () => {
+  let h: Harness;
+  afterEach(async () => h?.close());
+
+  it.each<Ending>(['success', 'error', 'timeout', 'cancel'])('on %s', async (ending) => {
+    h = await harness();
+    const gate = new Gate();
+    let tempPath = '';
+    let signalReason: unknown;
+    h.sluice.define('export', {
+      input: z.object({ ending: z.string() }),
+      limits: { attemptTimeoutMs: ending === 'timeout' ? 200 : 60_000, maxAttempts: 1 },
+      async run(input, ctx) {
+        tempPath = await ctx.tempDir();
+        writeFileSync(join(tempPath, 'rows.csv'), 'a,b\n'.repeat(1000));
+        if (input.ending === 'error') throw new Permanent('bad export');
+        if (input.ending === 'timeout' || input.ending === 'cancel') {
+          await gate.wait(ctx.signal).catch((e) => {
+            signalReason = ctx.signal.reason;
+            throw e;
+          });
+        }
+        return { rows: 1000 };
+      },
+    });
+    const worker = h.worker({ slots: { default: 2 } });
+    worker.start();
+    await h.sluice.submit({ tenant: 'North', id: 'E1', kind: 'export', input: { ending } });
+    if (ending === 'cancel') {
+      await gate.arrived;
+      expect(existsSync(tempPath)).toBe(true);
+      expect(worker.running).toBe(1);
+      expect((await h.sluice.cancel({ tenant: 'North', id: 'E1' })).cancel).toBe('requested');
+    }
+    const op = await h.sluice.wait({ tenant: 'North', id: 'E1' });
+    expect(op.state).toBe(
+      { success: 'succeeded', error: 'failed', timeout: 'dead', cancel: 'cancelled' }[ending],
+    );
+    if (ending === 'timeout') {
+      expect(isAttemptTimeout(signalReason)).toBe(true);
+      expect(op.error?.code).toBe('attempts-exhausted');
+    }
+    expect(tempPath).not.toBe('');
+    expect(existsSync(tempPath)).toBe(false);
+    expect(op.lease).toBeNull();
+    await worker.idle();
+    expect(worker.runningByClass()).toEqual({ default: 0 });
+    expect(await h.store.queueStats()).toEqual([
+      { class: 'default', tenant: 'North', waiting: 0, running: 0 },
+    ]);
+  });
+
+  it('on a lost lease: the handler is aborted, writes nothing, and frees its slot and files', async () => {
+    const clock = new FakeClock();
+    h = await harness({ clock });
+    const gate = new Gate();
+    let tempPath = '';
+    let reason: unknown;
+    let runs = 0;
+    h.sluice.define('job', {
+      input: z.object({}),
+      async run(_i, ctx) {
+        if (++runs > 1) return 'second run';
+        tempPath = await ctx.tempDir();
+        await gate.wait(ctx.signal).catch((e) => {
+          reason = e;
+          throw e;
+        });
+      },
+    });
+    const worker = h.worker({ leaseMs: 1000, heartbeatMs: 60_000 });
+    worker.start();
+    await h.sluice.submit({ tenant: 'North', id: 'L1', kind: 'job', input: {} });
+    await gate.arrived;
+    // The worker is "paused" past its lease: another rescuer returns the operation to the queue.
+    clock.advance(1001);
+    const abandoned = new Promise((resolve) => worker.once('attempt', (e) => resolve(e.report.outcome)));
+    expect(await h.sluice.rescueExpiredLeases()).toBe(1);
+    await worker.heartbeatNow();
+    expect(await abandoned).toBe('abandoned');
+    expect(isLeaseLost(reason)).toBe(true);
+    expect(existsSync(tempPath)).toBe(false);
+    const op = await h.sluice.wait({ tenant: 'North', id: 'L1' });
+    expect([op.state, op.result]).toEqual(['succeeded', 'second run']);
+    const full = await h.sluice.get({ tenant: 'North', id: 'L1' }, { include: ['attempts'] });
+    expect(full?.attempts?.map((a) => a.outcome)).toEqual(['lease-expired', 'succeeded']);
+  });
+
+  it('sweeps the temporary folders of dead workers at start', async () => {
+    h = await harness();
+    h.sluice.define('job', { input: z.object({}), run: () => null });
+    const root = join(h.dir, 'tmp');
+    const dead = spawnSync(process.execPath, ['-e', '0']).pid;
+    mkdirSync(join(root, `${dead}-abcd1234`, 'North-O1-1-x'), { recursive: true });
+    mkdirSync(join(root, `${process.pid}-live0000`), { recursive: true });
+    h.worker().start();
+    expect(readdirSync(root)).toEqual([`${process.pid}-live0000`]);
+  });
+});

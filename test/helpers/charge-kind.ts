@@ -1,0 +1,39 @@
+/**
+ * The seed's charge operation as a Sluice kind: one journaled effect at the provider stub,
+ * keyed by the operation's effect key.
+ */
+import { z } from 'zod';
+import type { KindLimits, Sluice } from '../../src/index.js';
+import type { Charge, ProviderStub } from '../../src/testing/index.js';
+
+export const O7 = { invoice: 7, amount_cents: 5000 } as const;
+
+export const chargeInput = z.object({
+  invoice: z.number().int().nonnegative(),
+  amount_cents: z.number().int().positive(),
+});
+
+export function defineCharge(
+  sluice: Sluice,
+  provider: ProviderStub,
+  options: { limits?: KindLimits; withLookup?: boolean; retentionMs?: number; name?: string } = {},
+) {
+  return sluice.define(options.name ?? 'charge', {
+    input: chargeInput,
+    limits: { backoff: { baseMs: 200, capMs: 10_000 }, ...options.limits },
+    async run(input, ctx) {
+      const charge = await ctx.effect<Charge>('charge', {
+        call: ({ key, signal }) => provider.charge({ key, params: { tenant: ctx.tenant, ...input }, signal }),
+        lookup: options.withLookup
+          ? async ({ key }) => {
+              const found = await provider.lookup(key);
+              return found.status === 'committed' ? { status: 'committed', result: found.charge } : found;
+            }
+          : undefined,
+        retentionMs: options.retentionMs ?? provider.windowMs,
+        reference: (c) => c.id,
+      });
+      return { charge: charge.id };
+    },
+  });
+}

@@ -1,0 +1,65 @@
+import { describe, expect, it } from 'vitest';
+import {
+  Ambiguous,
+  AttemptTimeout,
+  CancelRequested,
+  DeadlineExceeded,
+  EffectConflict,
+  EffectOutcomeUnknown,
+  InputInvalid,
+  LeaseLost,
+  Permanent,
+  Retryable,
+  WorkerShutdown,
+} from '../../src/core/errors/index.js';
+import { classifyFailure, type FailureFacts } from '../../src/retry/classify.js';
+
+const facts = (over: Partial<FailureFacts>): FailureFacts => ({
+  error: new Error('x'),
+  abortReason: undefined,
+  attempt: 1,
+  maxAttempts: 5,
+  backoff: { baseMs: 200, capMs: 10_000 },
+  deadlineInMs: null,
+  ...over,
+});
+
+describe('classifying the end of an attempt', () => {
+  it('maps each outcome to what happens to the operation', () => {
+    const end = (f: Partial<FailureFacts>) => classifyFailure(facts(f), () => 0.5).outcome;
+    expect(end({ error: new Permanent('no') })).toBe('failed');
+    expect(end({ error: new InputInvalid('k', []) })).toBe('failed');
+    expect(end({ error: new Retryable('503') })).toBe('retry');
+    expect(end({ error: new Ambiguous('reset') })).toBe('retry');
+    expect(end({ error: new TypeError('bug') })).toBe('retry');
+    expect(end({ error: new EffectConflict('key reused') })).toBe('dead');
+    expect(end({ error: new EffectOutcomeUnknown('charge', 'past retention') })).toBe('needs_reconciliation');
+    expect(end({ error: new LeaseLost('x') })).toBe('abandon');
+    expect(end({ error: new Error('aborted'), abortReason: new LeaseLost('x') })).toBe('abandon');
+    expect(end({ error: new Error('aborted'), abortReason: new WorkerShutdown() })).toBe('released');
+    expect(end({ error: new Error('aborted'), abortReason: new CancelRequested('x') })).toBe('cancelled');
+    expect(end({ error: new Error('aborted'), abortReason: new DeadlineExceeded('x') })).toBe('failed');
+    expect(end({ error: new Error('aborted'), abortReason: new AttemptTimeout('x', 5) })).toBe('retry');
+  });
+
+  it('dead-letters when attempts are exhausted, keeping the last error', () => {
+    const out = classifyFailure(facts({ error: new Retryable('503'), attempt: 5 }));
+    expect(out).toMatchObject({ outcome: 'dead', error: { code: 'attempts-exhausted' } });
+    expect(
+      (out as { error: { details: { lastError: { message: string } } } }).error.details.lastError.message,
+    ).toBe('503');
+  });
+
+  it('does not schedule a retry past the deadline', () => {
+    const out = classifyFailure(facts({ error: new Retryable('503'), deadlineInMs: 50 }), () => 0.9);
+    expect(out).toMatchObject({ outcome: 'failed', error: { code: 'deadline-exceeded' } });
+  });
+
+  it('labels unclassified errors as retryable in the history', () => {
+    const out = classifyFailure(facts({ error: new TypeError('bug') }), () => 0);
+    expect(out).toMatchObject({
+      outcome: 'retry',
+      error: { code: 'unclassified-error', outcome: 'retryable' },
+    });
+  });
+});

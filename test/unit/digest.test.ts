@@ -1,0 +1,55 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { assertPlainJson, canonicalJson, digestOfCanonical, operationDigest } from '../../src/core/digest.js';
+import { isInputNotJson } from '../../src/core/errors/index.js';
+
+describe('operation digest', () => {
+  it('ignores key order and number spelling (RFC 8785)', () => {
+    const a = operationDigest('charge', { tenant: 'North', invoice: 7, amount_cents: 5000 });
+    const b = operationDigest('charge', { amount_cents: 5.0e3, invoice: 7.0, tenant: 'North' });
+    expect(a).toBe(b);
+    expect(a).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it('changes with any material field, and with the kind', () => {
+    const base = operationDigest('charge', { invoice: 7, amount_cents: 5000 });
+    expect(operationDigest('charge', { invoice: 7, amount_cents: 5001 })).not.toBe(base);
+    expect(operationDigest('charge', { invoice: 8, amount_cents: 5000 })).not.toBe(base);
+    expect(operationDigest('refund', { invoice: 7, amount_cents: 5000 })).not.toBe(base);
+  });
+
+  it('computes the same digest from pre-canonicalized input (the submit fast path)', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.constantFrom('charge', 'export', 'a.b-c_d'), (input, kind) => {
+        const value = JSON.parse(JSON.stringify(input));
+        return digestOfCanonical(kind, canonicalJson(value)) === operationDigest(kind, value);
+      }),
+    );
+  });
+
+  it('refuses what is not plain JSON', () => {
+    const bads = [
+      undefined,
+      () => 1,
+      1n,
+      Number.NaN,
+      Number.POSITIVE_INFINITY,
+      new Date(),
+      { a: undefined },
+      [1, Symbol('x')],
+    ];
+    for (const [i, bad] of bads.entries()) {
+      let error: unknown;
+      try {
+        assertPlainJson(bad);
+      } catch (e) {
+        error = e;
+      }
+      expect(isInputNotJson(error), `case ${i}`).toBe(true);
+    }
+    const cyclic: Record<string, unknown> = {};
+    cyclic.self = cyclic;
+    expect(() => assertPlainJson(cyclic)).toThrow(/cycle/);
+    expect(() => assertPlainJson({ a: [1, 'x', null, true, { b: 2 }] })).not.toThrow();
+  });
+});
