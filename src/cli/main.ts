@@ -1,0 +1,28 @@
+#!/usr/bin/env node
+/**
+ * @module cli/main
+ * The `sluice` command line. Each command lives in cli/commands/.
+ */
+import { readFileSync } from 'node:fs';
+import { Command } from 'commander';
+import { isSluiceError } from '../core/errors/index.js';
+import { demoCommand } from './commands/demo.js';
+import { migrateCommand } from './commands/migrate.js';
+import { opsCommand } from './commands/ops.js';
+
+const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+  version: string;
+};
+
+const program = new Command()
+  .name('sluice')
+  .description('Bounded, durable background operations with safe retries')
+  .version(pkg.version);
+migrateCommand(program);
+opsCommand(program);
+demoCommand(program);
+
+program.parseAsync(process.argv).catch((error: unknown) => {
+  console.error(isSluiceError(error) ? `${error.code}: ${error.message}` : error);
+  process.exit(1);
+});

@@ -1,0 +1,20 @@
+/**
+ * @module cli/open-store
+ * Turns the `--db` option into a store: a `postgres://` URL opens PostgreSQL, anything else is a
+ * SQLite file path (its folder is created). Default: `SLUICE_DB`, else `./data/sluice.db`.
+ */
+import { mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { sqliteStore } from '../store/sqlite/index.js';
+import type { Store } from '../store/store.js';
+
+export const DEFAULT_DB = './data/sluice.db';
+
+export async function openStore(db: string | undefined): Promise<Store> {
+  const target = db ?? process.env.SLUICE_DB ?? DEFAULT_DB;
+  if (/^postgres(ql)?:\/\//.test(target)) {
+    throw new Error('this build has no PostgreSQL store yet: use a SQLite path');
+  }
+  if (target !== ':memory:') mkdirSync(dirname(resolve(target)), { recursive: true });
+  return sqliteStore({ path: target });
+}
