@@ -87,10 +87,18 @@ export const failpoints = {
       .split(',')
       .map((s) => s.trim())
       .filter(Boolean)) {
-      const m = /^([a-z.-]+)=(crash|kill|stop)(?:@(\d+))?(?:#(.+))?$/.exec(part);
+      const m = /^([A-Za-z0-9.-]+)=(crash|kill|stop)(?:@(\d+))?(?:#(.+))?$/.exec(part);
       if (!m) throw new Error(`bad failpoint spec ${JSON.stringify(part)}`);
       const [, name, action, nth, id] = m;
       const point = (CRASH_POINTS as Record<string, string>)[name!] ?? name!;
+      // A misspelled point would never fire and the test would prove nothing: refuse it.
+      if (!(Object.values(CRASH_POINTS) as string[]).includes(point)) {
+        throw new Error(
+          `unknown failpoint ${JSON.stringify(name)}; known: ${Object.entries(CRASH_POINTS)
+            .map(([k, v]) => `${k}/${v}`)
+            .join(', ')}`,
+        );
+      }
       failpoints.enable(point as FailpointName, {
         action: action as 'crash' | 'kill' | 'stop',
         nth: nth ? Number(nth) : 1,

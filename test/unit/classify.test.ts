@@ -63,3 +63,13 @@ describe('classifying the end of an attempt', () => {
     });
   });
 });
+
+describe('failpoint specs', () => {
+  it('accepts the C0–C4 aliases and point names, and refuses unknown points', async () => {
+    const { failpoints } = await import('../../src/runtime/failpoints.js');
+    expect(() => failpoints.enableFromSpec('C2=kill,operation.before-complete=crash@2#O7')).not.toThrow();
+    expect(() => failpoints.enableFromSpec('effect.afterr-call=kill')).toThrow(/unknown failpoint/);
+    expect(() => failpoints.enableFromSpec('C2=explode')).toThrow(/bad failpoint spec/);
+    failpoints.reset();
+  });
+});

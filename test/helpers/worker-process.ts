@@ -1,0 +1,200 @@
+/**
+ * Real worker processes for the process-level fault tests: spawns test/fixtures/worker-process.mjs
+ * (which runs the built dist/), reads the JSON lines it prints, and lets a test wait on them, on
+ * its exit, or on the kernel reporting it stopped. Every process spawned here is tracked so
+ * `killAllWorkers()` can leave nothing behind after a test.
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
+const script = join(root, 'test/fixtures/worker-process.mjs');
+
+/** One line the worker printed. */
+export interface WorkerEvent {
+  event: 'ready' | 'attempt' | 'effect-error' | 'stopped';
+  [field: string]: unknown;
+}
+
+export interface WorkerExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface WorkerProcessOptions {
+  dbPath: string;
+  providerUrl: string;
+  /** Identity in leases and attempt history. */
+  id: string;
+  /** `SLUICE_FAILPOINTS`, e.g. `C2=kill`. */
+  failpoints?: string;
+  /** Further environment: LEASE_MS, SLOTS, MAX_LEASE_EXPIRIES, LOOKUP… */
+  env?: Record<string, string>;
+}
+
+const live = new Set<WorkerProcess>();
+
+export class WorkerProcess {
+  readonly child: ChildProcess;
+  readonly pid: number;
+  readonly events: WorkerEvent[] = [];
+  readonly exited: Promise<WorkerExit>;
+  private stderr = '';
+  private exitInfo: WorkerExit | undefined;
+  private readonly listeners = new Set<() => void>();
+
+  constructor(readonly options: WorkerProcessOptions) {
+    this.child = spawn(process.execPath, [script], {
+      cwd: root,
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: {
+        ...process.env,
+        SLUICE_DB: options.dbPath,
+        PROVIDER_URL: options.providerUrl,
+        WORKER_ID: options.id,
+        SLUICE_FAILPOINTS: options.failpoints ?? '',
+        SLUICE_LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'error',
+        ...options.env,
+      },
+    });
+    if (this.child.pid === undefined) throw new Error(`could not spawn worker ${options.id}`);
+    this.pid = this.child.pid;
+    live.add(this);
+    this.child.stdin?.on('error', () => {});
+    this.child.stderr?.on('data', (chunk: Buffer) => {
+      this.stderr = (this.stderr + chunk.toString()).slice(-20_000);
+    });
+    createInterface({ input: this.child.stdout! }).on('line', (line) => {
+      try {
+        this.events.push(JSON.parse(line) as WorkerEvent);
+      } catch {
+        return; // not one of ours (a stray console.log): ignore
+      }
+      for (const notify of [...this.listeners]) notify();
+    });
+    this.exited = new Promise((resolve) => {
+      this.child.once('exit', (code, signal) => {
+        this.exitInfo = { code, signal };
+        live.delete(this);
+        for (const notify of [...this.listeners]) notify();
+        resolve(this.exitInfo);
+      });
+    });
+  }
+
+  get alive(): boolean {
+    return this.exitInfo === undefined;
+  }
+
+  /** The tail of its stderr (pino warnings, crashes): for failure messages. */
+  get log(): string {
+    return this.stderr;
+  }
+
+  /**
+   * The first event (already printed or still to come) that matches. Fails if the process
+   * exits without printing one, or after `timeoutMs` (a failure guard, not a synchroniser).
+   */
+  waitFor(match: (e: WorkerEvent) => boolean, what: string, timeoutMs = 20_000): Promise<WorkerEvent> {
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        const found = this.events.find(match);
+        if (found) return done(() => resolve(found));
+        if (this.exitInfo)
+          return done(() =>
+            reject(
+              new Error(
+                `worker ${this.options.id} exited (${JSON.stringify(this.exitInfo)}) before ${what}\n${this.stderr}`,
+              ),
+            ),
+          );
+      };
+      const timer = setTimeout(
+        () =>
+          done(() =>
+            reject(new Error(`worker ${this.options.id}: no ${what} in ${timeoutMs} ms\n${this.stderr}`)),
+          ),
+        timeoutMs,
+      );
+      const done = (settle: () => void) => {
+        clearTimeout(timer);
+        this.listeners.delete(check);
+        settle();
+      };
+      this.listeners.add(check);
+      check();
+    });
+  }
+
+  /** Resolves once the worker has started its claim loops. */
+  ready(): Promise<WorkerEvent> {
+    return this.waitFor((e) => e.event === 'ready', '"ready"');
+  }
+
+  signal(signal: NodeJS.Signals): void {
+    if (this.alive) this.child.kill(signal);
+  }
+
+  /** Resolves with how the process ended; fails after `timeoutMs` (a failure guard) if it has not. */
+  exit(timeoutMs = 20_000): Promise<WorkerExit> {
+    let timer: NodeJS.Timeout | undefined;
+    return Promise.race([
+      this.exited,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () =>
+            reject(new Error(`worker ${this.options.id} still alive after ${timeoutMs} ms\n${this.stderr}`)),
+          timeoutMs,
+        );
+      }),
+    ]).finally(() => clearTimeout(timer));
+  }
+
+  /** Waits until the kernel reports the process stopped (SIGSTOP): scheduler state `T`. */
+  async stopped(timeoutMs = 20_000): Promise<void> {
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      if (processState(this.pid) === 'T') return;
+      if (!this.alive)
+        throw new Error(`worker ${this.options.id} exited instead of stopping\n${this.stderr}`);
+      if (performance.now() > deadline)
+        throw new Error(`worker ${this.options.id} did not stop in ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  }
+}
+
+/** The scheduler state letter of a process (`R`, `S`, `T` stopped…), or undefined if it is gone. */
+function processState(pid: number): string | undefined {
+  if (existsSync('/proc/self/stat')) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      // The command name (field 2) is parenthesised and may contain spaces: the state follows it.
+      return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    } catch {
+      return undefined;
+    }
+  }
+  try {
+    return execFileSync('ps', ['-o', 'stat=', '-p', String(pid)], { encoding: 'utf8' }).trim()[0];
+  } catch {
+    return undefined; // ps exits 1 when there is no such process
+  }
+}
+
+export function assertBuilt(): void {
+  for (const file of ['dist/index.js', 'dist/testing/index.js']) {
+    if (!existsSync(join(root, file)))
+      throw new Error(`${file} is missing: build first (node scripts/build.mjs, or npm test)`);
+  }
+}
+
+/** SIGKILLs every worker process still alive (stopped ones included) and waits for their exit. */
+export async function killAllWorkers(): Promise<void> {
+  const all = [...live];
+  for (const w of all) w.child.kill('SIGKILL');
+  await Promise.all(all.map((w) => w.exited));
+}
