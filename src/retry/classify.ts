@@ -11,7 +11,7 @@
  * | deadline passed                             | failed `deadline-exceeded` (or reconciliation)   |
  * | effect outcome unknown past retention       | needs_reconciliation                             |
  * | effect key conflict at the provider         | dead                                             |
- * | `Permanent`, invalid input                  | failed                                           |
+ * | `Permanent`, invalid input, over a per-operation limit (temp bytes, calls) | failed              |
  * | `Retryable`, `Ambiguous`, timeout, other    | retry after full-jitter back-off, or dead when   |
  * |                                             | attempts are exhausted / failed when the back-off |
  * |                                             | would pass the deadline                           |
@@ -27,6 +27,7 @@ import {
   isEffectOutcomeUnknown,
   isInputInvalid,
   isLeaseLost,
+  isOperationLimitExceeded,
   isPermanent,
   isRetryable,
   isWorkerShutdown,
@@ -68,6 +69,12 @@ export function classifyFailure(f: FailureFacts, random: () => number = Math.ran
   if (isLeaseLost(cause) || isLeaseLost(f.error)) return { outcome: 'abandon' };
   if (isWorkerShutdown(cause)) return { outcome: 'released' };
   if (isCancelRequested(cause) || isCancelRequested(f.error)) return { outcome: 'cancelled' };
+  if (isOperationLimitExceeded(cause) || isOperationLimitExceeded(f.error)) {
+    return {
+      outcome: 'failed',
+      error: toErrorRecord(isOperationLimitExceeded(cause) ? cause : f.error, 'permanent'),
+    };
+  }
   if (isDeadlineExceeded(cause)) {
     const end = endAtDeadline(false);
     return { outcome: 'failed', error: end.error! };

@@ -16,7 +16,9 @@ import {
   CancelRequested,
   DeadlineExceeded,
   isLeaseLost,
+  isOperationLimitExceeded,
   LeaseLost,
+  OperationLimitExceeded,
   Permanent,
   UnknownKind,
 } from '../core/errors/index.js';
@@ -28,7 +30,7 @@ import type { FinishParams, LeaseRef, OperationRow } from '../store/types.js';
 import { OperationContext } from './context.js';
 import { failpoint, isSimulatedCrash, SimulatedCrash } from './failpoints.js';
 import { type Kind, validateInput } from './kinds.js';
-import type { TempDirs } from './temp-dirs.js';
+import { TempDirs } from './temp-dirs.js';
 
 export interface AttemptEnv {
   store: Store;
@@ -45,6 +47,10 @@ export interface AttemptEnv {
   abortGraceMs: number;
   /** The visibility timeout the heartbeat keeps extending. */
   leaseMs: number;
+  /** How often an attempt's temporary folders are measured against its `maxTempBytes`. */
+  tempCheckMs: number;
+  /** Bytes currently held in temporary folders, by attempt: read by metrics. */
+  tempBytes: Map<string, number>;
   onEffectCall?(kind: string, effect: string, outcome: string): void;
 }
 
@@ -144,6 +150,20 @@ async function execute(
   const ckey = controllerKey(row.tenant, row.id);
   env.controllers.set(ckey, controller);
   const temps: string[] = [];
+  let tempTimer: NodeJS.Timeout | undefined;
+  // The temp budget is enforced, not alerted: over it, the attempt's signal fires.
+  const measureTemps = () => {
+    const bytes = temps.reduce((sum, path) => sum + TempDirs.bytes(path), 0);
+    env.tempBytes.set(ckey, bytes);
+    if (bytes > kind.limits.maxTempBytes && !controller.signal.aborted) {
+      controller.abort(
+        new OperationLimitExceeded(
+          'temp-bytes',
+          `temporary files reached ${bytes} bytes; the limit of kind ${kind.name} is ${kind.limits.maxTempBytes}`,
+        ),
+      );
+    }
+  };
 
   const ctx = new OperationContext(
     {
@@ -162,6 +182,10 @@ async function execute(
         controller.signal.throwIfAborted();
         const path = env.tempDirs.create(row.tenant, row.id, row.epoch);
         temps.push(path);
+        if (!tempTimer) {
+          tempTimer = setInterval(measureTemps, env.tempCheckMs);
+          tempTimer.unref();
+        }
         return path;
       },
       effectRuntime: {
@@ -189,6 +213,10 @@ async function execute(
       env.abortGraceMs,
     );
     checkAlive();
+    if (temps.length > 0) measureTemps();
+    // Over a limit is over, even if the handler finished before the next check.
+    if (controller.signal.aborted && isOperationLimitExceeded(controller.signal.reason))
+      throw controller.signal.reason;
     const value = result === undefined ? null : result;
     try {
       assertPlainJson(value);
@@ -218,6 +246,8 @@ async function execute(
     );
   } finally {
     clearTimeout(timer);
+    clearInterval(tempTimer);
+    env.tempBytes.delete(ckey);
     env.heartbeat.unwatch(lease);
     if (env.controllers.get(ckey) === controller) env.controllers.delete(ckey);
     for (const path of temps) {

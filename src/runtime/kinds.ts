@@ -22,6 +22,10 @@ export interface KindLimits {
   backoff?: Partial<BackoffOptions>;
   /** How long providers honour an effect key, when an effect does not say. Default 24 h. */
   effectRetentionMs?: number;
+  /** Bytes an attempt may keep in its `ctx.tempDir()` folders; beyond it the attempt is stopped. Default 1 GiB. */
+  maxTempBytes?: number;
+  /** External effect requests (sends and lookups) one operation may make, all attempts together. Default 50. */
+  maxProviderCalls?: number;
 }
 
 export type ResolvedLimits = Required<Omit<KindLimits, 'backoff' | 'deadlineMs'>> & {
@@ -36,6 +40,8 @@ export const DEFAULT_LIMITS: ResolvedLimits = {
   maxAttempts: 5,
   backoff: DEFAULT_BACKOFF,
   effectRetentionMs: 86_400_000,
+  maxTempBytes: 1024 ** 3,
+  maxProviderCalls: 50,
 };
 
 export interface KindDefinition<Schema extends StandardSchemaV1 = StandardSchemaV1, Result = unknown> {
@@ -91,6 +97,10 @@ export function resolveKind(name: string, def: KindDefinition): Kind {
       capMs: positive('backoff.capMs', l.backoff?.capMs, DEFAULT_BACKOFF.capMs, 0),
     },
     effectRetentionMs: positive('effectRetentionMs', l.effectRetentionMs, DEFAULT_LIMITS.effectRetentionMs),
+    maxTempBytes: positive('maxTempBytes', l.maxTempBytes, DEFAULT_LIMITS.maxTempBytes, 0),
+    maxProviderCalls: Math.floor(
+      positive('maxProviderCalls', l.maxProviderCalls, DEFAULT_LIMITS.maxProviderCalls),
+    ),
   };
   return { name, class: cls, limits, schema: def.input, run: def.run as Kind['run'] };
 }

@@ -6,7 +6,7 @@
  * on the machine removes the folders of processes that no longer exist.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 
 function alive(pid: number): boolean {
@@ -53,6 +53,29 @@ export class TempDirs {
 
   remove(path: string): void {
     rmSync(path, { recursive: true, force: true });
+  }
+
+  /** Bytes on disk under `path` (files, recursively; symlinks are not followed). */
+  static bytes(path: string): number {
+    let total = 0;
+    let entries: import('node:fs').Dirent[];
+    try {
+      entries = readdirSync(path, { withFileTypes: true });
+    } catch {
+      return 0;
+    }
+    for (const entry of entries) {
+      const child = join(path, entry.name);
+      if (entry.isDirectory()) total += TempDirs.bytes(child);
+      else {
+        try {
+          total += lstatSync(child).size;
+        } catch {
+          // removed meanwhile
+        }
+      }
+    }
+    return total;
   }
 
   /** Removes this worker's own folder (at stop). */

@@ -46,6 +46,8 @@ export interface WorkerOptions {
   tempRoot?: string;
   /** How long to wait for a handler that ignores its aborted signal. Default 1 s. */
   abortGraceMs?: number;
+  /** How often running attempts' temporary folders are measured. Default 250 ms. */
+  tempCheckMs?: number;
   /** Identity of this worker in leases and attempt history. Default `host/pid/nonce`. */
   id?: string;
 }
@@ -76,6 +78,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   readonly tempDirs: TempDirs;
   /** Running attempts' controllers, by tenant and id: for in-process cancel. */
   readonly controllers = new Map<string, AbortController>();
+  private readonly tempBytesByAttempt = new Map<string, number>();
   private readonly slots: Map<string, number>;
   private readonly activeByClass = new Map<string, number>();
   private readonly inflight = new Set<Promise<void>>();
@@ -116,6 +119,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   runningByClass(): Record<string, number> {
     return Object.fromEntries(this.activeByClass);
+  }
+
+  /** Bytes held now in running attempts' temporary folders (as last measured). */
+  tempBytes(): number {
+    let total = 0;
+    for (const b of this.tempBytesByAttempt.values()) total += b;
+    return total;
   }
 
   /** Resolves when no attempt is running in this worker (slots all free). */
@@ -257,6 +267,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
         controllers: this.controllers,
         abortGraceMs: this.options.abortGraceMs ?? 1000,
         leaseMs: this.leaseMs,
+        tempCheckMs: this.options.tempCheckMs ?? 250,
+        tempBytes: this.tempBytesByAttempt,
         onEffectCall: this.env.onEffectCall,
       },
       row,

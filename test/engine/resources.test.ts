@@ -102,6 +102,36 @@ describe('resources are released on every exit path', () => {
     expect(full?.attempts?.map((a) => a.outcome)).toEqual(['lease-expired', 'succeeded']);
   });
 
+  it('enforces maxTempBytes at its edge: the limit itself is allowed, one byte more stops the attempt', async () => {
+    h = await harness();
+    const limit = 4096;
+    const paths: string[] = [];
+    h.sluice.define('export', {
+      input: z.object({ bytes: z.number() }),
+      limits: { maxTempBytes: limit, maxAttempts: 3 },
+      async run(input, ctx) {
+        const dir = await ctx.tempDir();
+        paths.push(dir);
+        writeFileSync(join(dir, 'part-1'), Buffer.alloc(limit - 100));
+        writeFileSync(join(dir, 'part-2'), Buffer.alloc(input.bytes - (limit - 100)));
+        // A long export keeps writing until told to stop; the monitor is what stops it.
+        await new Promise((resolve, reject) => {
+          if (input.bytes <= limit) return resolve(null);
+          ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason), { once: true });
+        });
+        return { bytes: input.bytes };
+      },
+    });
+    h.worker({ tempCheckMs: 10 }).start();
+    await h.sluice.submit({ tenant: 'North', id: 'at', kind: 'export', input: { bytes: limit } });
+    await h.sluice.submit({ tenant: 'North', id: 'over', kind: 'export', input: { bytes: limit + 1 } });
+    const at = await h.sluice.wait({ tenant: 'North', id: 'at' });
+    const over = await h.sluice.wait({ tenant: 'North', id: 'over' });
+    expect([at.state, at.result]).toEqual(['succeeded', { bytes: limit }]);
+    expect([over.state, over.error?.code, over.attempt]).toEqual(['failed', 'temp-limit-exceeded', 1]);
+    expect(paths.every((p) => !existsSync(p))).toBe(true);
+  });
+
   it('sweeps the temporary folders of dead workers at start', async () => {
     h = await harness();
     h.sluice.define('job', { input: z.object({}), run: () => null });

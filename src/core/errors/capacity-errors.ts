@@ -31,3 +31,17 @@ export class WaitTimeout extends SluiceError {
   }
 }
 export const isWaitTimeout = (e: unknown): e is WaitTimeout => hasCode(e, 'wait-timeout');
+
+/**
+ * One operation went over a per-operation limit (temporary storage, provider calls). The work is
+ * stopped, not merely reported: retrying the same input would go over again, so it is permanent.
+ */
+export class OperationLimitExceeded extends SluiceError {
+  readonly limit: 'temp-bytes' | 'provider-calls';
+  constructor(limit: 'temp-bytes' | 'provider-calls', message: string) {
+    super(limit === 'temp-bytes' ? 'temp-limit-exceeded' : 'provider-call-limit-exceeded', message);
+    this.limit = limit;
+  }
+}
+export const isOperationLimitExceeded = (e: unknown): e is OperationLimitExceeded =>
+  hasCode(e, 'temp-limit-exceeded') || hasCode(e, 'provider-call-limit-exceeded');
