@@ -29,9 +29,11 @@ export {
   type ListRequest,
   Sluice,
   type SluiceOptions,
+  type SubmitOptions,
   type SubmitRequest,
   type SubmitResult,
 } from './sluice.js';
+export { type PostgresOptions, type PostgresStore, postgresStore } from './store/postgres/index.js';
 export { type SqliteOptions, type SqliteStore, sqliteStore } from './store/sqlite/index.js';
 export type { Store } from './store/store.js';
 export type { CancelOutcome, ReconcileEffect } from './store/types.js';

@@ -58,6 +58,15 @@ export interface SubmitRequest {
   delayMs?: number;
 }
 
+export interface SubmitOptions {
+  /**
+   * Submit inside your own open transaction: the operation is accepted if and only if it commits
+   * (a `pg` client after `BEGIN` for PostgreSQL; for SQLite, a better-sqlite3 `Database` on the
+   * same file, inside a transaction you opened). The outbox pattern, without an outbox.
+   */
+  tx?: unknown;
+}
+
 export interface SubmitResult {
   operation: Operation;
   /** False when the id was already accepted with the same input: this is that operation. */
@@ -156,11 +165,13 @@ export class Sluice {
    * Checks run cheapest first and before anything is stored: identity, kind, JSON form, size,
    * schema; then, in the store's transaction, the existing record, tombstones and capacity.
    *
+   * With `{ tx }`, runs inside your open transaction (see `SubmitOptions`).
+   *
    * @throws OperationConflict the id was accepted with another input (nothing changed)
    * @throws OperationExpired the id belonged to an operation that was purged
    * @throws InputTooLarge, InputInvalid, InputNotJson, UnknownKind, InvalidArgument, CapacityExceeded
    */
-  async submit(request: SubmitRequest): Promise<SubmitResult> {
+  async submit(request: SubmitRequest, options: SubmitOptions = {}): Promise<SubmitResult> {
     const { tenant, id } = request;
     assertTenant(tenant);
     assertOperationId(id);
@@ -178,7 +189,7 @@ export class Sluice {
     }
     if (request.delayMs !== undefined && !(request.delayMs >= 0))
       throw new InvalidArgument('delayMs must be ≥ 0');
-    const outcome = await this.submitter.add({
+    const params: SubmitParams = {
       tenant,
       id,
       kind: kind.name,
@@ -188,7 +199,12 @@ export class Sluice {
       maxAttempts: kind.limits.maxAttempts,
       deadlineMs,
       delayMs: request.delayMs,
-    });
+    };
+    // Inside the caller's transaction the submit cannot join a batch: it commits with theirs.
+    const outcome =
+      options.tx === undefined
+        ? await this.submitter.add(params)
+        : (await this.store.operationSubmitMany([params], { tx: options.tx }))[0]!;
     switch (outcome.status) {
       case 'created':
         this.wakeup.notify(kind.class);

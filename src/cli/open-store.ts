@@ -13,7 +13,8 @@ export const DEFAULT_DB = './data/sluice.db';
 export async function openStore(db: string | undefined): Promise<Store> {
   const target = db ?? process.env.SLUICE_DB ?? DEFAULT_DB;
   if (/^postgres(ql)?:\/\//.test(target)) {
-    throw new Error('this build has no PostgreSQL store yet: use a SQLite path');
+    const { postgresStore } = await import('../store/postgres/index.js');
+    return postgresStore({ connectionString: target });
   }
   if (target !== ':memory:') mkdirSync(dirname(resolve(target)), { recursive: true });
   return sqliteStore({ path: target });

@@ -90,6 +90,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly pollIntervalMs: number;
   private readonly log: Logger;
   private state: 'new' | 'running' | 'stopping' | 'stopped' = 'new';
+  private unsubscribe: Promise<(() => Promise<void>) | undefined> = Promise.resolve(undefined);
 
   constructor(
     private readonly env: WorkerEnv,
@@ -140,6 +141,16 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const swept = this.tempDirs.sweepOrphans();
     if (swept > 0) this.log.info({ swept }, 'removed temporary directories of dead workers');
     this.heartbeat.start();
+    // Other processes' submits wake this worker at once where the store can tell (PostgreSQL
+    // LISTEN/NOTIFY); polling stays as the fallback and finds delayed retries.
+    if (this.env.store.subscribe) {
+      this.unsubscribe = this.env.store
+        .subscribe((cls) => this.env.wakeup.notify(cls), { onReconnect: () => this.env.wakeup.notifyAll() })
+        .catch((error) => {
+          this.log.warn({ err: error }, 'cannot listen for wake-ups; polling only');
+          return undefined;
+        });
+    }
     const { rescueIntervalMs = 5000, purgeIntervalMs = 60_000 } = this.options;
     if (rescueIntervalMs !== false) {
       const task = new PeriodicTask(
@@ -200,6 +211,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     await this.finisher.idle();
     await this.heartbeat.stop();
     await Promise.all(this.tasks.map((t) => t.stop()));
+    await (await this.unsubscribe)?.();
     this.tempDirs.removeOwn();
     this.state = 'stopped';
   }

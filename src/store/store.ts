@@ -47,8 +47,20 @@ export interface Store {
   /** The store's clock, in epoch milliseconds. */
   now(): Promise<number>;
 
-  /** Accepts operations: one transaction for the whole batch, one outcome per item. */
-  operationSubmitMany(items: SubmitParams[]): Promise<SubmitOutcome[]>;
+  /**
+   * Accepts operations: one transaction for the whole batch, one outcome per item. With `tx`
+   * (the driver's own transaction handle: a `pg` client, a better-sqlite3 `Database`), runs inside
+   * the caller's open transaction instead: accepted if and only if that transaction commits.
+   */
+  operationSubmitMany(items: SubmitParams[], options?: { tx?: unknown }): Promise<SubmitOutcome[]>;
+  /**
+   * Optional: calls `onClass` when another process makes work of a class ready, so idle workers
+   * wake at once instead of at the next poll. `onReconnect` after notifications may have been lost.
+   */
+  subscribe?(
+    onClass: (cls: string) => void,
+    options?: { onReconnect?: () => void },
+  ): Promise<() => Promise<void>>;
   operationGet(params: { tenant: string; id: string }): Promise<OperationRow | undefined>;
   operationList(params: ListParams): Promise<OperationRow[]>;
   attemptList(params: { tenant: string; id: string }): Promise<AttemptRow[]>;

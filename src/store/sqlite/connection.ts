@@ -10,7 +10,12 @@
  */
 import Database from 'better-sqlite3';
 import type { Clock } from '../../core/clock.js';
-import { isSluiceError, StoreError, type StoreErrorReason } from '../../core/errors/index.js';
+import {
+  InvalidArgument,
+  isSluiceError,
+  StoreError,
+  type StoreErrorReason,
+} from '../../core/errors/index.js';
 
 export interface SqliteOptions {
   /** The database file (created if missing), or `:memory:` for a private in-memory store. */
@@ -58,6 +63,47 @@ export function classifySqliteError(error: unknown): unknown {
     return new StoreError('unavailable', 'SQLite: the store is closed', { cause: error });
   }
   return error;
+}
+
+const borrowed = new WeakMap<Database.Database, SqliteContext>();
+
+/**
+ * A context on the caller's own connection, for transactional submit: statements run inside the
+ * caller's open transaction (no BEGIN of ours), so they commit or roll back with it. The handle
+ * must be open on the same, migrated database file.
+ */
+export function borrowSqlite(db: Database.Database, clock: Clock): SqliteContext {
+  let ctx = borrowed.get(db);
+  if (!ctx) {
+    const cache = new Map<string, Statement>();
+    ctx = {
+      db,
+      clock,
+      stmt(sql) {
+        let s = cache.get(sql);
+        if (!s) {
+          s = db.prepare(sql);
+          cache.set(sql, s);
+        }
+        return s;
+      },
+      write<T>(fn: (now: number) => T): T {
+        if (!db.inTransaction) {
+          throw new InvalidArgument('tx must be a better-sqlite3 Database inside an open transaction');
+        }
+        try {
+          return fn(clock.now());
+        } catch (error) {
+          throw classifySqliteError(error);
+        }
+      },
+      read<T>(fn: () => T): T {
+        return fn();
+      },
+    };
+    borrowed.set(db, ctx);
+  }
+  return ctx;
 }
 
 export function openSqlite(options: SqliteOptions, clock: Clock): SqliteContext {

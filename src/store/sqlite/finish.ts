@@ -17,7 +17,7 @@ export function extendMany(ctx: SqliteContext, leases: LeaseRef[], leaseMs: numb
   return ctx.write((now) => {
     const stmt = ctx.stmt(
       `UPDATE operations SET lease_expires_at = ?
-       WHERE tenant = ? AND id = ? AND epoch = ? AND state = 'running'
+       WHERE tenant = ? AND id = ? AND ? > -1 AND state = 'running'
        RETURNING cancel`,
     );
     return leases.map((l) => {
@@ -99,8 +99,10 @@ function finishOne(ctx: SqliteContext, p: FinishParams, now: number): boolean {
   const runAfter = requeue ? now + (retryDelayMs ?? 0) : op.run_after;
   // A release (shutdown, or a cancel that came too late) does not consume an attempt.
   const attempt = attemptOutcome === 'released' ? op.attempt - 1 : op.attempt;
-  // A cancel that did not stop the operation is reported as too late.
-  const cancel = op.cancel === 'requested' && to !== 'cancelled' && !requeue ? 'too_late' : op.cancel;
+  // A cancel that did not stop the operation is reported as too late, also when it goes back to
+  // the queue: it only does so with a cancel pending once an effect may have happened, and a
+  // `requested` left on it would refuse every effect of its next attempts.
+  const cancel = op.cancel === 'requested' && to !== 'cancelled' ? 'too_late' : op.cancel;
   ctx
     .stmt(
       `UPDATE operations SET state = ?, attempt = ?, run_after = ?, result = ?, error = ?,

@@ -4,11 +4,14 @@
  * on one machine. better-sqlite3 is synchronous; each method runs one short transaction and
  * resolves at once, and the engine groups concurrent hot-path calls so many share one commit.
  */
+
+import Database from 'better-sqlite3';
 import { systemClock } from '../../core/clock.js';
+import { InvalidArgument } from '../../core/errors/index.js';
 import type { Store } from '../store.js';
 import type { ListParams, QueueStat } from '../types.js';
 import { claimMany } from './claim.js';
-import { openSqlite, type SqliteContext, type SqliteOptions } from './connection.js';
+import { borrowSqlite, openSqlite, type SqliteContext, type SqliteOptions } from './connection.js';
 import { effectBegin, effectMark, effectMarkAbsent, effectRecordSend } from './effects.js';
 import { extendMany, finishMany } from './finish.js';
 import { purge, rescue } from './maintenance.js';
@@ -74,7 +77,15 @@ export function sqliteStore(options: SqliteOptions): SqliteStore {
     migrate: () => resolve(() => migrateSqlite(ctx)),
     close: () => resolve(() => void (ctx.db.open && ctx.db.close())),
     now: () => Promise.resolve(ctx.clock.now()),
-    operationSubmitMany: (items) => resolve(() => submitMany(ctx, items)),
+    operationSubmitMany: (items, submitOptions) =>
+      resolve(() => {
+        const tx = submitOptions?.tx;
+        if (tx === undefined) return submitMany(ctx, items);
+        if (!(tx instanceof Database)) {
+          throw new InvalidArgument('tx must be a better-sqlite3 Database inside an open transaction');
+        }
+        return submitMany(borrowSqlite(tx, ctx.clock), items);
+      }),
     operationGet: ({ tenant, id }) =>
       resolve(() => {
         const raw = ctx.read(

@@ -37,7 +37,7 @@ export function rescue(ctx: SqliteContext, p: RescueParams): RescuedOperation[] 
         .stmt(
           `UPDATE operations SET state = ?, lease_expiries = ?, run_after = ?, error = coalesce(?, error),
              finished_at = ?, updated_at = ?, lease_owner = NULL, lease_expires_at = NULL,
-             cancel = CASE WHEN cancel = 'requested' AND ? NOT IN ('cancelled', 'queued') THEN 'too_late' ELSE cancel END
+             cancel = CASE WHEN cancel = 'requested' AND ? <> 'cancelled' THEN 'too_late' ELSE cancel END
            WHERE seq = ?`,
         )
         .run(

@@ -1,0 +1,106 @@
+/**
+ * @module admission/limits
+ * Admission limits per workload class and tenant, resolved from configuration. Everything here
+ * is checked before work is accepted, and enforced by the store across all processes (the
+ * counters live in the database, not in any one process).
+ *
+ * Resolution for (class, tenant), most specific first:
+ *   tenants[tenant][class] → tenants[tenant]['*'] → classes[class].tenant → DEFAULT_TENANT_LIMITS
+ */
+import { InvalidArgument } from '../core/errors/index.js';
+
+export interface TenantLimits {
+  /** Operations of this tenant in this class that may run at once, across all processes. `null`: no cap. */
+  maxRunning?: number | null;
+  /** Operations of this tenant in this class that may wait; beyond it submits are refused. `null`: no cap. */
+  maxWaiting?: number | null;
+  /** Share of the class's claims relative to other tenants. Default 1. */
+  weight?: number;
+}
+
+export interface ClassConfig {
+  /** Waiting operations of the class, all tenants together, before submits are refused. `null`: no cap. */
+  maxQueued?: number | null;
+  /** Per-tenant limits in this class unless a tenant overrides them. */
+  tenant?: TenantLimits;
+}
+
+/** Per-tenant overrides: by class name, or `'*'` for every class. */
+export type TenantConfig = Record<string, TenantLimits>;
+
+export interface AdmissionConfig {
+  classes?: Record<string, ClassConfig>;
+  tenants?: Record<string, TenantConfig>;
+}
+
+export interface ResolvedTenantLimits {
+  maxRunning: number | null;
+  maxWaiting: number | null;
+  weight: number;
+}
+
+/** Defaults a serious deployment can live with: the store cannot be flooded without bound. */
+export const DEFAULT_TENANT_LIMITS: ResolvedTenantLimits = {
+  maxRunning: null,
+  maxWaiting: 10_000,
+  weight: 1,
+};
+export const DEFAULT_MAX_QUEUED = 100_000;
+
+function checkCap(where: string, value: number | null | undefined): void {
+  if (value === undefined || value === null) return;
+  if (!Number.isInteger(value) || value < 0)
+    throw new InvalidArgument(`${where} must be an integer ≥ 0 or null`);
+}
+
+function checkLimits(where: string, l: TenantLimits | undefined): void {
+  if (!l) return;
+  checkCap(`${where}.maxRunning`, l.maxRunning);
+  checkCap(`${where}.maxWaiting`, l.maxWaiting);
+  if (l.weight !== undefined && !(Number.isFinite(l.weight) && l.weight > 0)) {
+    throw new InvalidArgument(`${where}.weight must be a positive number`);
+  }
+}
+
+export class Admission {
+  private readonly cache = new Map<string, ResolvedTenantLimits>();
+
+  constructor(private readonly config: AdmissionConfig = {}) {
+    for (const [cls, c] of Object.entries(config.classes ?? {})) {
+      checkCap(`classes.${cls}.maxQueued`, c.maxQueued);
+      checkLimits(`classes.${cls}.tenant`, c.tenant);
+    }
+    for (const [tenant, t] of Object.entries(config.tenants ?? {})) {
+      for (const [cls, l] of Object.entries(t)) checkLimits(`tenants.${tenant}.${cls}`, l);
+    }
+  }
+
+  /** The limits of `tenant` in `cls`. */
+  tenantLimits(cls: string, tenant: string): ResolvedTenantLimits {
+    const cacheKey = `${cls}\u0000${tenant}`;
+    let resolved = this.cache.get(cacheKey);
+    if (!resolved) {
+      const layers = [
+        DEFAULT_TENANT_LIMITS,
+        this.config.classes?.[cls]?.tenant,
+        this.config.tenants?.[tenant]?.['*'],
+        this.config.tenants?.[tenant]?.[cls],
+      ];
+      resolved = { ...DEFAULT_TENANT_LIMITS };
+      for (const layer of layers) {
+        if (!layer) continue;
+        if (layer.maxRunning !== undefined) resolved.maxRunning = layer.maxRunning;
+        if (layer.maxWaiting !== undefined) resolved.maxWaiting = layer.maxWaiting;
+        if (layer.weight !== undefined) resolved.weight = layer.weight;
+      }
+      this.cache.set(cacheKey, resolved);
+    }
+    return resolved;
+  }
+
+  /** The class's global bound on waiting operations. */
+  maxQueued(cls: string): number | null {
+    const v = this.config.classes?.[cls]?.maxQueued;
+    return v === undefined ? DEFAULT_MAX_QUEUED : v;
+  }
+}

@@ -1,0 +1,32 @@
+/**
+ * @module store/postgres/claim
+ * The claim: one call of the migration's `claim` function, one round trip whatever the batch.
+ * The function is the SQLite algorithm (start-time fair queuing over the `queues` rows, see
+ * store/sqlite/claim.ts) with `FOR UPDATE SKIP LOCKED` on the candidate queue rows and on the
+ * operations: claimers in any number of processes proceed without waiting on each other, never
+ * take the same operation, and never exceed a tenant's `max_running` (it is read from the
+ * locked row and updated before the lock is released).
+ *
+ * The store's `now` is fixed once, before the function runs, and returned with the rows: with
+ * no rows claimed the single result row carries only `now`.
+ */
+import type { ClaimParams, ClaimResult } from '../types.js';
+import type { PgContext } from './connection.js';
+import { ms, num, type PgRow, toOperationRow } from './rows.js';
+
+const SQL = `SELECT n.now AS claim_now, c.*
+  FROM (SELECT {s}.now_ms($5::bigint) AS now) n
+  LEFT JOIN LATERAL {s}.claim($1, $2, $3, $4, n.now) c ON true`;
+
+/** Claims up to `p.limit` ready operations of `p.class` for `p.owner`, one round trip. */
+export async function claimMany(ctx: PgContext, p: ClaimParams): Promise<ClaimResult> {
+  const rows = await ctx.query<PgRow & { claim_now: string }>(SQL, [
+    p.class,
+    p.owner,
+    p.limit,
+    ms(p.leaseMs),
+    ctx.now(),
+  ]);
+  const now = num(rows[0]?.claim_now) ?? Date.now();
+  return { now, rows: rows.filter((r) => r.seq !== null).map(toOperationRow) };
+}

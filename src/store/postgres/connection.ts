@@ -1,0 +1,233 @@
+/**
+ * @module store/postgres/connection
+ * The pool, the schema and the two ways the driver talks to PostgreSQL: one statement on its
+ * own (autocommit: one round trip, the common case, since the hot paths are single statements or
+ * functions), or a short transaction on one connection for the operator and maintenance paths.
+ *
+ * - Everything lives in the store's own schema; its name is validated and quoted, and every
+ *   statement names it explicitly, so the caller's `search_path` (and pool) is never changed.
+ * - Statements are prepared once per connection (named by a hash of their text).
+ * - The clock: `now()` is the injected clock's reading, or null, and every statement takes
+ *   `coalesce($now, server clock)`. One code path; in production the server's clock stamps
+ *   every lease and deadline, so no decision compares two hosts' wall clocks.
+ * - Errors come out classified (errors.ts). A transaction that failed on a deadlock or a
+ *   serialization conflict rolled back whole and is run again, a few times, with jitter.
+ * - The connection is never held while a handler waits on the network: each call checks a
+ *   client out and returns it before resolving.
+ */
+import { createHash } from 'node:crypto';
+import pg from 'pg';
+import type { Clock } from '../../core/clock.js';
+import { InvalidArgument, isStoreError } from '../../core/errors/index.js';
+import { classifyPgError } from './errors.js';
+
+export interface PostgresOptions {
+  /** A libpq-style URL, e.g. `postgres://user@host:5432/db`. Ignored when `pool` is given. */
+  connectionString?: string;
+  /** An existing pool to use; the store then leaves it open on `close()`. */
+  pool?: pg.Pool;
+  /** The schema that holds Sluice's tables and functions. Default `sluice`. */
+  schema?: string;
+  /** Connections of the store's own pool. Default 10. */
+  poolSize?: number;
+  /** The clock that stamps leases, deadlines and effects. Default: the database server's. */
+  clock?: Clock;
+  /** `statement_timeout` of the store's own pool's connections (ms). Default: the server's. */
+  statementTimeoutMs?: number;
+  /** How long to wait for a new connection before `store-unavailable`. Default 10000. */
+  connectTimeoutMs?: number;
+  /**
+   * NOTIFY idle workers when work becomes ready (submit, retry). Default true. Each notifying
+   * commit takes PostgreSQL's cluster-wide notify lock, which serialises such commits; with
+   * many concurrent submitting processes, turning it off and relying on polling can be faster.
+   */
+  notify?: boolean;
+}
+
+/** Runs one statement: `{s}` in the text stands for the quoted schema name. */
+export type Query = <R = Record<string, unknown>>(sql: string, values?: unknown[]) => Promise<R[]>;
+
+export interface PgContext {
+  readonly pool: pg.Pool;
+  readonly ownsPool: boolean;
+  /** The schema's name as given (validated). */
+  readonly schema: string;
+  /** The schema's name quoted as an identifier. */
+  readonly quoted: string;
+  /** The LISTEN/NOTIFY channel of the schema (the migration's `wakeup_channel()`). */
+  readonly channel: string;
+  readonly notify: boolean;
+  readonly clock: Clock | undefined;
+  /** The `$now` parameter: the injected clock's time, or null for the server's clock. */
+  now(): number | null;
+  /** One statement in its own transaction on a pooled connection; deadlocks are retried. */
+  query: Query;
+  /** `fn` in one READ COMMITTED transaction on one connection; deadlocks are retried. */
+  tx<T>(fn: (query: Query) => Promise<T>): Promise<T>;
+  /** Statements on a caller's client, inside the caller's transaction: no BEGIN, no retry. */
+  on(client: pg.ClientBase): Query;
+}
+
+const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,47}$/;
+const RETRIES = 4;
+
+/** Checks a schema name and returns it quoted as an identifier. */
+export function validateSchema(schema: string): string {
+  if (!SCHEMA_NAME.test(schema)) {
+    throw new InvalidArgument(
+      `schema ${JSON.stringify(schema)} is not a plain identifier (letters, digits, _; at most 48)`,
+    );
+  }
+  return `"${schema}"`;
+}
+
+/** Prepared statements, one per distinct text, named by its hash (valid on any connection). */
+interface Prepared {
+  name: string;
+  text: string;
+}
+
+/** Connections that already have the driver's error listener. */
+const guarded = new WeakSet<pg.ClientBase>();
+
+/** Creates (or adopts) the pool and the helpers every query module uses. */
+export function openPostgres(options: PostgresOptions): PgContext {
+  const schema = options.schema ?? 'sluice';
+  const quoted = validateSchema(schema);
+  let pool = options.pool;
+  const ownsPool = pool === undefined;
+  if (!pool) {
+    if (!options.connectionString)
+      throw new InvalidArgument('postgresStore needs a connectionString or a pool');
+    pool = new pg.Pool({
+      connectionString: options.connectionString,
+      max: options.poolSize ?? 10,
+      connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,
+      keepAlive: true,
+      application_name: 'sluice',
+      ...(options.statementTimeoutMs !== undefined ? { statement_timeout: options.statementTimeoutMs } : {}),
+    });
+    // An idle connection the server closed (restart, admin kill) is dropped by the pool; the
+    // next checkout opens a new one. Without a listener the event would crash the process.
+    pool.on('error', () => {});
+  }
+  const thePool = pool;
+  const cache = new Map<string, Prepared>();
+  const prepared = (sql: string): Prepared => {
+    let p = cache.get(sql);
+    if (!p) {
+      const text = sql.replaceAll('{s}', quoted);
+      p = { name: `sluice_${createHash('sha1').update(text).digest('hex').slice(0, 24)}`, text };
+      cache.set(sql, p);
+    }
+    return p;
+  };
+  const run =
+    (client: pg.ClientBase): Query =>
+    async <R>(sql: string, values: unknown[] = []): Promise<R[]> => {
+      const p = prepared(sql);
+      const res = await client.query({ name: p.name, text: p.text, values });
+      return res.rows as R[];
+    };
+
+  const checkout = async (): Promise<pg.PoolClient> => {
+    let client: pg.PoolClient;
+    try {
+      client = await thePool.connect();
+    } catch (error) {
+      throw classifyPgError(error);
+    }
+    if (!guarded.has(client)) {
+      // A checked-out connection that dies emits 'error' besides failing its query.
+      client.on('error', () => {});
+      guarded.add(client);
+    }
+    return client;
+  };
+
+  const retrying = async <T>(attempt: () => Promise<T>): Promise<T> => {
+    for (let i = 0; ; i++) {
+      try {
+        return await attempt();
+      } catch (error) {
+        const classified = classifyPgError(error);
+        if (!(isStoreError(classified) && classified.reason === 'serialization') || i >= RETRIES - 1) {
+          throw classified;
+        }
+        // Nothing was committed; a short jittered pause lets the other transaction finish.
+        await new Promise((r) => setTimeout(r, Math.random() * 5 * 2 ** i));
+      }
+    }
+  };
+
+  /**
+   * Returns a client to the pool after a failed statement. A SQL error the server sent leaves
+   * the connection usable; anything else (a lost socket, a protocol error) may not, and a
+   * prepared statement gone stale (a migration changed a table under it: 0A000, 26000) would
+   * fail again on that connection, so such a connection is destroyed, not handed on.
+   */
+  const releaseAfter = (client: pg.PoolClient, error: unknown) => {
+    const code = (error as { code?: unknown } | null)?.code;
+    const usable =
+      typeof code === 'string' &&
+      /^[0-9A-Z]{5}$/.test(code) &&
+      !code.startsWith('08') &&
+      !code.startsWith('57P') &&
+      code !== '0A000' &&
+      code !== '26000';
+    client.release(usable ? undefined : error instanceof Error ? error : new Error(String(error)));
+  };
+
+  return {
+    pool: thePool,
+    ownsPool,
+    schema,
+    quoted,
+    channel: `sluice_${schema}`,
+    notify: options.notify ?? true,
+    clock: options.clock,
+    now: () => (options.clock ? options.clock.now() : null),
+    query: <R>(sql: string, values: unknown[] = []) =>
+      retrying(async () => {
+        const client = await checkout();
+        try {
+          const rows = await run(client)<R>(sql, values);
+          client.release();
+          return rows;
+        } catch (error) {
+          releaseAfter(client, error);
+          throw error;
+        }
+      }),
+    tx: <T>(fn: (query: Query) => Promise<T>) =>
+      retrying(async () => {
+        const client = await checkout();
+        try {
+          await client.query('BEGIN');
+          const out = await fn(run(client));
+          await client.query('COMMIT');
+          client.release();
+          return out;
+        } catch (error) {
+          try {
+            // After a clean rollback the connection is as good as new.
+            await client.query('ROLLBACK');
+            client.release();
+          } catch {
+            client.release(true);
+          }
+          throw error;
+        }
+      }),
+    on: (client) => {
+      const q = run(client);
+      return async (sql, values) => {
+        try {
+          return await q(sql, values);
+        } catch (error) {
+          throw classifyPgError(error);
+        }
+      };
+    },
+  };
+}

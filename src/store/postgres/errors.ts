@@ -1,0 +1,77 @@
+/**
+ * @module store/postgres/errors
+ * Maps node-postgres failures to the store's closed set of reasons, so the engine never looks
+ * at a SQLSTATE: a lost or refused connection is `unavailable` (the engine backs off and tries
+ * again), a deadlock or serialization failure is `serialization` (the whole transaction rolled
+ * back: safe to run again), a lock wait refused is `busy`, a cancelled statement is
+ * `statement-timeout`, a duplicate key is `unique-violation`. Anything else is `unknown`.
+ */
+import { isSluiceError, StoreError, type StoreErrorReason } from '../../core/errors/index.js';
+
+/** Socket-level failures: the server is down, restarting, or unreachable. */
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'EHOSTDOWN',
+  'ENETUNREACH',
+  'ENETDOWN',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+]);
+
+/** Messages node-postgres and pg-pool raise without a code when a connection is gone or cannot be had. */
+const CONNECTION_MESSAGES =
+  /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed|Cannot use a pool after calling end|not queryable/i;
+
+function reasonOfSqlState(code: string): StoreErrorReason | undefined {
+  if (code.startsWith('08')) return 'unavailable';
+  switch (code) {
+    case '57P01': // admin_shutdown
+    case '57P02': // crash_shutdown
+    case '57P03': // cannot_connect_now (starting up, shutting down, in recovery)
+    case '53300': // too_many_connections
+      return 'unavailable';
+    case '40001': // serialization_failure
+    case '40P01': // deadlock_detected
+      return 'serialization';
+    case '55P03': // lock_not_available
+      return 'busy';
+    case '57014': // query_canceled (statement_timeout)
+      return 'statement-timeout';
+    case '23505': // unique_violation
+      return 'unique-violation';
+    default:
+      return undefined;
+  }
+}
+
+function networkCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && NETWORK_CODES.has(code)) return code;
+  // Node reports a failed connection to every address of a host as an AggregateError.
+  const inner = (error as { errors?: unknown } | null)?.errors;
+  if (Array.isArray(inner)) for (const e of inner) if (networkCode(e)) return networkCode(e);
+  return undefined;
+}
+
+/** Maps a node-postgres error to a `StoreError`; passes Sluice's own errors through. */
+export function classifyPgError(error: unknown): unknown {
+  if (isSluiceError(error)) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) {
+    const reason = reasonOfSqlState(code) ?? 'unknown';
+    return new StoreError(reason, `PostgreSQL ${code}: ${message}`, { cause: error });
+  }
+  const net = networkCode(error);
+  if (net)
+    return new StoreError('unavailable', `PostgreSQL unreachable (${net}): ${message}`, { cause: error });
+  if (CONNECTION_MESSAGES.test(message)) {
+    return new StoreError('unavailable', `PostgreSQL connection lost: ${message}`, { cause: error });
+  }
+  return error;
+}

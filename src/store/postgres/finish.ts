@@ -1,0 +1,61 @@
+/**
+ * @module store/postgres/finish
+ * The end of attempts and the heartbeat, both fenced on (tenant, id, epoch, state = 'running'):
+ * a worker that lost its lease is told so by the result and changes nothing.
+ *
+ * - Finish: one call of the migration's `finish_many` (the rules of store/sqlite/finish.ts,
+ *   including core/decisions.ts `adjustFailure`), one round trip and one commit per batch.
+ * - Heartbeat: one call of `lease_extend` for every lease of the batch. It locks the rows in
+ *   (class, tenant, seq) order, the order `finish_many` uses, so a heartbeat and a finish of the
+ *   same worker's leases never deadlock.
+ */
+import type { FinishParams, LeaseRef, LeaseStatus } from '../types.js';
+import type { PgContext } from './connection.js';
+import { jsonText, ms } from './rows.js';
+
+const EXTEND = `SELECT ord, cancel FROM {s}.lease_extend($1, $2::text[], $3::text[], $4::integer[], $5::bigint)`;
+
+/** Extends the leases still held; one status per lease, in order. */
+export async function extendMany(
+  ctx: PgContext,
+  leases: LeaseRef[],
+  leaseMs: number,
+): Promise<LeaseStatus[]> {
+  if (leases.length === 0) return [];
+  const rows = await ctx.query<{ ord: number; cancel: string | null }>(EXTEND, [
+    ctx.now(),
+    leases.map((l) => l.tenant),
+    leases.map((l) => l.id),
+    leases.map((l) => l.epoch),
+    ms(leaseMs),
+  ]);
+  // A lease named twice is extended once; both items report what the row says.
+  const held = new Map(rows.map((r) => [key(leases[r.ord - 1]!), r.cancel]));
+  return leases.map((l) => {
+    const cancel = held.get(key(l));
+    return { ok: cancel !== undefined, cancelRequested: cancel === 'requested' };
+  });
+}
+
+const key = (l: LeaseRef) => JSON.stringify([l.tenant, l.id, l.epoch]);
+
+const FINISH = `SELECT ord FROM {s}.finish_many($1, $2::text[], $3::text[], $4::integer[], $5::text[],
+                                               $6::text[], $7::text[], $8::bigint[], $9) AS ord`;
+
+/** Ends attempts; per item, whether the fenced write took effect. */
+export async function finishMany(ctx: PgContext, items: FinishParams[]): Promise<boolean[]> {
+  if (items.length === 0) return [];
+  const rows = await ctx.query<{ ord: number }>(FINISH, [
+    ctx.now(),
+    items.map((i) => i.lease.tenant),
+    items.map((i) => i.lease.id),
+    items.map((i) => i.lease.epoch),
+    items.map((i) => i.outcome),
+    items.map((i) => (i.outcome === 'succeeded' ? jsonText(i.result) : null)),
+    items.map((i) => ('error' in i ? jsonText(i.error) : null)),
+    items.map((i) => (i.outcome === 'retry' ? ms(i.delayMs) : null)),
+    ctx.notify,
+  ]);
+  const done = new Set(rows.map((r) => r.ord));
+  return items.map((_, i) => done.has(i + 1));
+}

@@ -1,0 +1,160 @@
+/**
+ * @module store/postgres
+ * The store for more than one machine: any number of API and worker processes on any number of
+ * hosts share one PostgreSQL (node-postgres). It behaves exactly as the SQLite store (one
+ * conformance suite runs against both); what differs is how it stays correct under real
+ * concurrency: READ COMMITTED with row locks, never table locks; claims with
+ * `FOR UPDATE SKIP LOCKED`; admission counted under the queue row's lock; LISTEN/NOTIFY to wake
+ * idle workers in other processes; the server's clock for every lease and deadline.
+ *
+ * Round trips: submit of a batch, claim, finish of a batch, heartbeat and every effect-journal
+ * write are one statement each (the hot paths are functions installed by the migration).
+ */
+import type { Store } from '../store.js';
+import type { ListParams, QueueStat, SubmitOutcome, SubmitParams } from '../types.js';
+import { claimMany } from './claim.js';
+import { openPostgres, type PgContext, type PostgresOptions } from './connection.js';
+import { effectBegin, effectMark, effectMarkAbsent, effectRecordSend } from './effects.js';
+import { extendMany, finishMany } from './finish.js';
+import { purge, rescue } from './maintenance.js';
+import { migratePostgres } from './migrate.js';
+import { type SubscribeOptions, subscribe } from './notify.js';
+import { cancel, reconcile, redrive } from './operator.js';
+import { num, type PgRow, toAttemptRow, toEffectRow, toEventRow, toOperationRow } from './rows.js';
+import { type SubmitOptions, submitMany } from './submit.js';
+
+export type { PostgresOptions } from './connection.js';
+export { classifyPgError } from './errors.js';
+export type { SubscribeOptions } from './notify.js';
+export type { SubmitOptions } from './submit.js';
+
+export interface PostgresStore extends Store {
+  readonly dialect: 'postgres';
+  /** The pool, schema and clock the store uses (for tests and tooling). */
+  readonly context: PgContext;
+  /**
+   * Accepts operations in one round trip and one commit. With `{ client }`, runs inside that
+   * client's open transaction instead (transactional submit): the operations are accepted if
+   * and only if the caller's transaction commits.
+   *
+   * @example
+   * ```ts
+   * const client = await pool.connect();
+   * await client.query('BEGIN');
+   * await client.query('INSERT INTO invoices …');
+   * await store.operationSubmitMany([item], { client });
+   * await client.query('COMMIT'); // the operation exists only now
+   * ```
+   */
+  operationSubmitMany(items: SubmitParams[], options?: SubmitOptions): Promise<SubmitOutcome[]>;
+  /**
+   * Calls `onClass` whenever another process makes work of a class ready (NOTIFY on commit).
+   * Resolves once listening; the returned function stops. See notify.ts for reconnection.
+   */
+  subscribe(onClass: (cls: string) => void, options?: SubscribeOptions): Promise<() => Promise<void>>;
+}
+
+/**
+ * A store on a PostgreSQL database, in its own schema (default `sluice`).
+ *
+ * @example
+ * ```ts
+ * const store = postgresStore({ connectionString: process.env.DATABASE_URL });
+ * await store.migrate();
+ * const sluice = new Sluice({ store });
+ * ```
+ */
+export function postgresStore(options: PostgresOptions): PostgresStore {
+  const ctx = openPostgres(options);
+  const subscriptions = new Set<() => Promise<void>>();
+  const list = (p: ListParams) => {
+    const where: string[] = ['seq > $1'];
+    const values: unknown[] = [p.after ?? 0];
+    for (const [column, value] of [
+      ['tenant', p.tenant],
+      ['state', p.state],
+      ['kind', p.kind],
+    ] as const) {
+      if (value === undefined) continue;
+      values.push(value);
+      where.push(`${column} = $${values.length}`);
+    }
+    values.push(p.limit);
+    return ctx.query(
+      `SELECT * FROM {s}.operations WHERE ${where.join(' AND ')} ORDER BY seq LIMIT $${values.length}`,
+      values,
+    );
+  };
+  return {
+    dialect: 'postgres',
+    context: ctx,
+    migrate: () => migratePostgres(ctx),
+    async close() {
+      await Promise.all([...subscriptions].map((stop) => stop()));
+      subscriptions.clear();
+      if (ctx.ownsPool && !ctx.pool.ending) await ctx.pool.end();
+    },
+    async now() {
+      if (ctx.clock) return ctx.clock.now();
+      const [row] = await ctx.query<{ now: string }>(
+        'SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now',
+      );
+      return num(row!.now)!;
+    },
+    operationSubmitMany: (items, submitOptions) => submitMany(ctx, items, submitOptions),
+    async operationGet({ tenant, id }) {
+      const [row] = await ctx.query('SELECT * FROM {s}.operations WHERE tenant = $1 AND id = $2', [
+        tenant,
+        id,
+      ]);
+      return row ? toOperationRow(row) : undefined;
+    },
+    operationList: async (p) => (await list(p)).map(toOperationRow),
+    attemptList: async ({ tenant, id }) =>
+      (
+        await ctx.query<PgRow>('SELECT * FROM {s}.attempts WHERE tenant = $1 AND op_id = $2 ORDER BY epoch', [
+          tenant,
+          id,
+        ])
+      ).map(toAttemptRow),
+    effectList: async ({ tenant, id }) =>
+      (
+        await ctx.query<PgRow>(
+          'SELECT * FROM {s}.effects WHERE tenant = $1 AND op_id = $2 ORDER BY first_sent_at, name',
+          [tenant, id],
+        )
+      ).map(toEffectRow),
+    eventList: async ({ tenant, id }) =>
+      (
+        await ctx.query<PgRow>('SELECT * FROM {s}.events WHERE tenant = $1 AND op_id = $2 ORDER BY seq', [
+          tenant,
+          id,
+        ])
+      ).map(toEventRow),
+    queueStats: () =>
+      ctx.query<QueueStat>('SELECT class, tenant, waiting, running FROM {s}.queues ORDER BY class, tenant'),
+    operationClaimMany: (p) => claimMany(ctx, p),
+    leaseExtendMany: ({ leases, leaseMs }) => extendMany(ctx, leases, leaseMs),
+    attemptFinishMany: (items) => finishMany(ctx, items),
+    effectBegin: (p) => effectBegin(ctx, p),
+    effectRecordSend: ({ lease, name }) => effectRecordSend(ctx, lease, name),
+    effectMarkCommitted: ({ lease, name, result, reference }) =>
+      effectMark(ctx, lease, name, { state: 'committed', result, reference }),
+    effectMarkAbsent: ({ lease, name }) => effectMarkAbsent(ctx, lease, name),
+    effectMarkFailed: ({ lease, name, error }) => effectMark(ctx, lease, name, { state: 'failed', error }),
+    operationCancel: ({ tenant, id, by }) => cancel(ctx, tenant, id, by),
+    operationRedrive: ({ tenant, id, by, reason }) => redrive(ctx, tenant, id, by, reason),
+    operationReconcile: (p) => reconcile(ctx, p),
+    leaseRescue: (p) => rescue(ctx, p),
+    retentionPurge: (p) => purge(ctx, p),
+    async subscribe(onClass, subscribeOptions) {
+      const stop = await subscribe(ctx, onClass, subscribeOptions);
+      const tracked = async () => {
+        subscriptions.delete(tracked);
+        await stop();
+      };
+      subscriptions.add(tracked);
+      return tracked;
+    },
+  };
+}

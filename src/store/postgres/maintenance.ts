@@ -1,0 +1,177 @@
+/**
+ * @module store/postgres/maintenance
+ * The rescuer (expired leases) and the retention purge (the rules of
+ * store/sqlite/maintenance.ts), in bounded batches. Both take their rows `FOR UPDATE SKIP
+ * LOCKED`, so several rescuers or purgers in different processes split the work instead of
+ * colliding, and a row some other transaction holds (a finishing attempt, a cancel) is left
+ * for the next pass.
+ *
+ * The rescuer decides with core/decisions.ts `afterLeaseExpiry`, on facts read from the journal
+ * after the rows are locked (a later statement: it sees every effect written before the lock).
+ */
+import { afterLeaseExpiry } from '../../core/decisions.js';
+import type { PurgeParams, RescuedOperation, RescueParams } from '../types.js';
+import type { PgContext } from './connection.js';
+import { jsonText, ms, num, type PgRow } from './rows.js';
+
+interface Expired extends PgRow {
+  seq: string;
+  tenant: string;
+  id: string;
+  class: string;
+  attempt: number;
+  max_attempts: number;
+  epoch: number;
+  lease_expiries: number;
+  deadline_at: string | null;
+  run_after: string;
+  cancel: string | null;
+  lease_owner: string | null;
+  started_at: string | null;
+  tx_now: string;
+}
+
+/** Moves up to `p.limit` operations whose lease expired back to the queue, or parks them. */
+export function rescue(ctx: PgContext, p: RescueParams): Promise<RescuedOperation[]> {
+  return ctx.tx(async (q) => {
+    const expired = await q<Expired>(
+      `SELECT o.*, t.now AS tx_now FROM (SELECT {s}.now_ms($1::bigint) AS now) t, {s}.operations o
+        WHERE o.state = 'running' AND o.lease_expires_at < t.now
+        ORDER BY o.lease_expires_at LIMIT $2
+          FOR UPDATE OF o SKIP LOCKED`,
+      [ctx.now(), p.limit],
+    );
+    if (expired.length === 0) return [];
+    const now = num(expired[0]!.tx_now)!;
+    const facts = await q<{ tenant: string; op_id: string; pending: boolean; no_return: boolean }>(
+      `SELECT e.tenant, e.op_id, bool_or(e.state = 'pending') AS pending,
+              bool_or(e.state IN ('pending', 'committed')) AS no_return
+         FROM {s}.effects e
+        WHERE (e.tenant, e.op_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+        GROUP BY e.tenant, e.op_id`,
+      [expired.map((o) => o.tenant), expired.map((o) => o.id)],
+    );
+    const journal = new Map(facts.map((f) => [`${f.tenant}\u0000${f.op_id}`, f]));
+    const rescued = new Map<string, RescuedOperation>();
+    const ready = new Set<string>();
+    // Queue rows are locked in (class, tenant) order, as everywhere else.
+    const ordered = [...expired].sort((a, b) => cmp(a.class, b.class) || cmp(a.tenant, b.tenant));
+    for (const op of ordered) {
+      const fact = journal.get(`${op.tenant}\u0000${op.id}`);
+      const expiries = op.lease_expiries + 1;
+      const decision = afterLeaseExpiry(
+        {
+          attempt: op.attempt,
+          maxAttempts: op.max_attempts,
+          leaseExpiries: expiries,
+          deadlineAt: num(op.deadline_at),
+          cancelRequested: op.cancel === 'requested',
+          pastNoReturn: op.cancel === 'requested' && fact?.no_return === true,
+          hasPendingEffect: fact?.pending === true,
+          now,
+        },
+        p.maxLeaseExpiries,
+      );
+      const requeue = decision.to === 'queued';
+      await q(
+        `UPDATE {s}.operations SET state = $2, lease_expiries = $3, run_after = $4, error = coalesce($5, error),
+                finished_at = $6, updated_at = $7, lease_owner = NULL, lease_expires_at = NULL,
+                cancel = CASE WHEN cancel = 'requested' AND $2 <> 'cancelled' THEN 'too_late' ELSE cancel END
+          WHERE seq = $1`,
+        [
+          op.seq,
+          decision.to,
+          expiries,
+          requeue ? now : op.run_after,
+          jsonText(decision.error),
+          requeue ? null : now,
+          now,
+        ],
+      );
+      await q(
+        `INSERT INTO {s}.attempts (tenant, op_id, epoch, attempt, owner, started_at, ended_at, outcome, error)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'lease-expired', $8)`,
+        [
+          op.tenant,
+          op.id,
+          op.epoch,
+          op.attempt,
+          op.lease_owner,
+          op.started_at ?? now,
+          now,
+          jsonText({ code: 'lease-expired', message: `lease held by ${op.lease_owner} expired` }),
+        ],
+      );
+      if (requeue) {
+        await q('SELECT {s}.queue_enter($1, $2, 1, $3, 1, false, 1, NULL, NULL)', [op.class, op.tenant, now]);
+        ready.add(op.class);
+      } else {
+        await q('SELECT {s}.queue_leave($1, $2, 0, 1)', [op.class, op.tenant]);
+      }
+      rescued.set(op.seq, { tenant: op.tenant, id: op.id, to: decision.to });
+    }
+    if (ctx.notify) for (const cls of ready) await q('SELECT pg_notify({s}.wakeup_channel(), $1)', [cls]);
+    // Reported in the order of lease expiry, as SQLite does.
+    return expired.map((o) => rescued.get(o.seq)!);
+  });
+}
+
+/** Byte order, as the "C" collation and SQLite compare. */
+const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/** Terminal states the purge removes. `needs_reconciliation` is never purged: a person owes it an answer. */
+const PURGEABLE = `('succeeded', 'failed', 'cancelled', 'dead')`;
+
+/** Purges old terminal operations to tombstones and deletes old tombstones. */
+export function purge(
+  ctx: PgContext,
+  p: PurgeParams,
+): Promise<{ purged: number; tombstonesDeleted: number }> {
+  return ctx.tx(async (q) => {
+    const [clock] = await q<{ now: string }>('SELECT {s}.now_ms($1::bigint) AS now', [ctx.now()]);
+    const now = num(clock!.now)!;
+    const old = await q<{
+      seq: string;
+      tenant: string;
+      id: string;
+      kind: string;
+      digest: string;
+      state: string;
+      finished_at: string;
+    }>(
+      `SELECT seq, tenant, id, kind, digest, state, finished_at FROM {s}.operations
+        WHERE finished_at IS NOT NULL AND finished_at < $1 AND state IN ${PURGEABLE}
+        ORDER BY finished_at LIMIT $2
+          FOR UPDATE SKIP LOCKED`,
+      [ms(now - p.retentionMs), p.limit],
+    );
+    if (old.length > 0) {
+      await q(
+        `WITH k AS (SELECT * FROM unnest($1::text[], $2::text[]) AS k(tenant, id)),
+              a AS (DELETE FROM {s}.attempts x USING k WHERE x.tenant = k.tenant AND x.op_id = k.id),
+              e AS (DELETE FROM {s}.effects x USING k WHERE x.tenant = k.tenant AND x.op_id = k.id),
+              v AS (DELETE FROM {s}.events x USING k WHERE x.tenant = k.tenant AND x.op_id = k.id),
+              o AS (DELETE FROM {s}.operations x WHERE x.seq = ANY ($3::bigint[]))
+         INSERT INTO {s}.tombstones (tenant, id, kind, digest, state, finished_at, purged_at)
+         SELECT * , $8::bigint FROM unnest($1::text[], $2::text[], $4::text[], $5::text[], $6::text[], $7::bigint[])
+         ON CONFLICT (tenant, id) DO UPDATE SET kind = excluded.kind, digest = excluded.digest, state = excluded.state,
+            finished_at = excluded.finished_at, purged_at = excluded.purged_at`,
+        [
+          old.map((o) => o.tenant),
+          old.map((o) => o.id),
+          old.map((o) => o.seq),
+          old.map((o) => o.kind),
+          old.map((o) => o.digest),
+          old.map((o) => o.state),
+          old.map((o) => o.finished_at),
+          now,
+        ],
+      );
+    }
+    const deleted = await q<{ n: number }>(
+      `WITH d AS (DELETE FROM {s}.tombstones WHERE finished_at < $1 RETURNING 1) SELECT count(*)::integer AS n FROM d`,
+      [ms(now - p.tombstoneMs)],
+    );
+    return { purged: old.length, tombstonesDeleted: deleted[0]?.n ?? 0 };
+  });
+}

@@ -1,0 +1,74 @@
+/**
+ * @module store/postgres/migrate
+ * Applies the PostgreSQL migrations (same numbers as SQLite's) to the store's schema.
+ *
+ * All pending migrations run in one transaction that first takes a transaction-scoped advisory
+ * lock keyed by the schema name: processes migrating at once queue on the lock, and each
+ * re-reads the applied versions only once it holds it, so every migration is applied exactly
+ * once and a failed one leaves nothing behind. `SET LOCAL search_path` points the migration's
+ * unqualified names at the schema for this transaction only; the connection goes back to the
+ * pool as it came.
+ */
+import { fileURLToPath } from 'node:url';
+import type pg from 'pg';
+import { loadMigrations } from '../migrations.js';
+import type { PgContext } from './connection.js';
+import { classifyPgError } from './errors.js';
+
+const DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
+
+/** Applies every pending migration to the store's schema (creating it), once, whoever else migrates. */
+export async function migratePostgres(ctx: PgContext): Promise<void> {
+  const migrations = loadMigrations(DIR);
+  let client: pg.PoolClient;
+  try {
+    client = await ctx.pool.connect();
+  } catch (error) {
+    throw classifyPgError(error);
+  }
+  const s = ctx.quoted;
+  let failed: unknown;
+  try {
+    await client.query('BEGIN');
+    // A migration may take longer than the pool's statement_timeout allows a query.
+    await client.query('SET LOCAL statement_timeout = 0');
+    await client.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [
+      `sluice:migrate:${ctx.schema}`,
+    ]);
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
+    await client.query(`CREATE TABLE IF NOT EXISTS ${s}.migrations (
+      version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)`);
+    const applied = new Set(
+      (await client.query<{ version: number }>(`SELECT version FROM ${s}.migrations`)).rows.map(
+        (r) => r.version,
+      ),
+    );
+    for (const migration of migrations) {
+      if (applied.has(migration.version)) continue;
+      await client.query(`SET LOCAL search_path TO ${s}, pg_temp`);
+      await client.query(migration.sql);
+      await client.query(
+        `INSERT INTO ${s}.migrations (version, name, applied_at)
+         VALUES ($1, $2, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)`,
+        [migration.version, migration.name],
+      );
+    }
+    await client.query('COMMIT');
+  } catch (error) {
+    failed = error;
+    await client.query('ROLLBACK').catch(() => {});
+    throw classifyPgError(error);
+  } finally {
+    client.release(failed !== undefined);
+  }
+}
+
+/** The highest applied migration version, or 0 when the schema was never migrated. */
+export async function schemaVersion(ctx: PgContext): Promise<number> {
+  const [table] = await ctx.query<{ r: string | null }>('SELECT to_regclass($1)::text AS r', [
+    `${ctx.quoted}.migrations`,
+  ]);
+  if (!table?.r) return 0;
+  const [row] = await ctx.query<{ v: number | null }>('SELECT max(version) AS v FROM {s}.migrations');
+  return row?.v ?? 0;
+}

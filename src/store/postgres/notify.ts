@@ -1,0 +1,97 @@
+/**
+ * @module store/postgres/notify
+ * Wake-ups across processes: LISTEN on the schema's channel (`sluice_<schema>`) on a dedicated
+ * connection, outside the pool (a pooled connection would carry the LISTEN to whoever borrows
+ * it next). Submits, retries and redrives NOTIFY the class whose work became ready, inside their
+ * transaction, so the wake-up is delivered when, and only if, the work is committed.
+ *
+ * A notification is a hint, never the only way work is found: it can be lost while the listening
+ * connection is down. The listener reconnects by itself with back-off, and after each reconnect
+ * calls `onReconnect` so the engine can look for work it may have missed (a poll of every class).
+ */
+import pg from 'pg';
+import type { PgContext } from './connection.js';
+import { classifyPgError } from './errors.js';
+
+export interface SubscribeOptions {
+  /** Called after the listening connection was lost and is back: notifications may have been missed. */
+  onReconnect?: () => void;
+}
+
+const MIN_BACKOFF_MS = 100;
+const MAX_BACKOFF_MS = 5000;
+
+/**
+ * Listens for wake-ups. Resolves once listening (rejects, classified, if the first connection
+ * fails); the returned function stops listening and closes the connection.
+ */
+export async function subscribe(
+  ctx: PgContext,
+  onClass: (cls: string) => void,
+  options: SubscribeOptions = {},
+): Promise<() => Promise<void>> {
+  const config: pg.ClientConfig = { ...ctx.pool.options, application_name: 'sluice-listen' };
+  let client: pg.Client | undefined;
+  let closed = false;
+  let timer: NodeJS.Timeout | undefined;
+  let backoff = MIN_BACKOFF_MS;
+
+  const connect = async (): Promise<void> => {
+    const c = new pg.Client(config);
+    // Errors while connecting come back through connect() as well; this keeps them from being
+    // unhandled 'error' events.
+    c.on('error', () => {});
+    c.on('notification', (msg) => {
+      if (msg.channel === ctx.channel && msg.payload) onClass(msg.payload);
+    });
+    try {
+      await c.connect();
+      await c.query(`LISTEN "${ctx.channel}"`);
+    } catch (error) {
+      await c.end().catch(() => {});
+      throw classifyPgError(error);
+    }
+    client = c;
+    // A lost connection surfaces as 'error' and/or 'end'; the first starts one reconnect.
+    const lost = () => {
+      if (client !== c) return;
+      client = undefined;
+      c.end().catch(() => {});
+      schedule();
+    };
+    c.on('error', lost);
+    c.on('end', lost);
+  };
+
+  const schedule = () => {
+    if (closed || timer) return;
+    timer = setTimeout(async () => {
+      timer = undefined;
+      if (closed) return;
+      try {
+        await connect();
+        backoff = MIN_BACKOFF_MS;
+        if (closed) return void (await stop());
+        options.onReconnect?.();
+      } catch {
+        backoff = Math.min(MAX_BACKOFF_MS, backoff * 2);
+        schedule();
+      }
+    }, backoff);
+    timer.unref();
+  };
+
+  const stop = async () => {
+    const c = client;
+    client = undefined;
+    if (c) await c.end().catch(() => {});
+  };
+
+  await connect();
+  return async () => {
+    closed = true;
+    if (timer) clearTimeout(timer);
+    timer = undefined;
+    await stop();
+  };
+}

