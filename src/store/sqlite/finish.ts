@@ -17,7 +17,7 @@ export function extendMany(ctx: SqliteContext, leases: LeaseRef[], leaseMs: numb
   return ctx.write((now) => {
     const stmt = ctx.stmt(
       `UPDATE operations SET lease_expires_at = ?
-       WHERE tenant = ? AND id = ? AND ? > -1 AND state = 'running'
+       WHERE tenant = ? AND id = ? AND epoch = ? AND state = 'running'
        RETURNING cancel`,
     );
     return leases.map((l) => {

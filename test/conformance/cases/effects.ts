@@ -1,0 +1,199 @@
+/**
+ * @module test/conformance/cases/effects
+ * The effect journal (steps 3 and 5 of the effect protocol): `begin` writes the durable
+ * `pending` row with the effect key and the first-sent time, or returns the row an earlier
+ * attempt wrote, unchanged; sends are counted; the row ends `committed`, `failed` or `absent`.
+ * `begin` is also the point of no return against cancel: refused while a cancel is pending, and
+ * once it happened a cancel is `too_late`.
+ */
+import { expect } from 'vitest';
+import { BOOM, claimOne, getRow, leaseOf, rejectionCode, submitCreated } from '../fixtures.js';
+import type { CaseRegistry } from '../store-suite.js';
+
+const ref = { tenant: 'North', id: 'op-1' };
+
+export function effectCases(t: CaseRegistry): void {
+  t.group('effect journal', (g) => {
+    g.test('begin writes pending with its key, first-sent time from the store clock', async (fx) => {
+      const { store, clock } = fx;
+      await submitCreated(store);
+      const lease = leaseOf(await claimOne(store));
+      clock.advance(1_000);
+      const now = clock.now();
+      const begun = await store.effectBegin({
+        lease,
+        name: 'charge',
+        key: 'sk_1',
+        provider: 'stub',
+        cost: 5000,
+      });
+      expect(begun.created).toBe(true);
+      expect(begun.now).toBe(now);
+      expect(begun.row).toEqual({
+        tenant: 'North',
+        id: 'op-1',
+        name: 'charge',
+        key: 'sk_1',
+        state: 'pending',
+        provider: 'stub',
+        cost: 5000,
+        firstSentAt: now,
+        lastSentAt: now,
+        sends: 1,
+        committedAt: null,
+        result: null,
+        reference: null,
+        error: null,
+        epoch: lease.epoch,
+      });
+      expect(await store.effectList(ref)).toEqual([begun.row]);
+      expect((await getRow(store, ref)).effectStartedAt).toBe(now);
+    });
+
+    g.test('begin again returns the existing row, created=false, first-sent time unchanged', async (fx) => {
+      const { store, clock } = fx;
+      await submitCreated(store);
+      const lease = leaseOf(await claimOne(store));
+      const first = await store.effectBegin({ lease, name: 'charge', key: 'sk_1' });
+      const startedAt = (await getRow(store, ref)).effectStartedAt;
+      clock.advance(5_000);
+      const again = await store.effectBegin({ lease, name: 'charge', key: 'sk_other' });
+      expect(again.created).toBe(false);
+      expect(again.now).toBe(clock.now());
+      expect(again.row).toEqual(first.row);
+      expect(await store.effectList(ref)).toEqual([first.row]);
+      expect((await getRow(store, ref)).effectStartedAt).toBe(startedAt);
+    });
+
+    g.test('a later attempt finds the row an earlier attempt wrote', async (fx) => {
+      const { store, clock } = fx;
+      await submitCreated(store);
+      const lease1 = leaseOf(await claimOne(store));
+      const first = await store.effectBegin({ lease: lease1, name: 'charge', key: 'sk_1' });
+      await store.attemptFinishMany([{ lease: lease1, outcome: 'retry', error: BOOM, delayMs: 0 }]);
+      clock.advance(2_000);
+      const lease2 = leaseOf(await claimOne(store));
+      expect(lease2.epoch).toBe(lease1.epoch + 1);
+      const again = await store.effectBegin({ lease: lease2, name: 'charge', key: 'sk_1' });
+      expect(again.created).toBe(false);
+      expect(again.row).toEqual(first.row);
+    });
+
+    g.test('recordSend counts one more request and keeps the first-sent time', async (fx) => {
+      const { store, clock } = fx;
+      await submitCreated(store);
+      const lease = leaseOf(await claimOne(store));
+      const first = await store.effectBegin({ lease, name: 'charge', key: 'sk_1' });
+      clock.advance(2_000);
+      const sent = await store.effectRecordSend({ lease, name: 'charge' });
+      expect(sent.now).toBe(clock.now());
+      expect(sent.row).toEqual({ ...first.row, sends: 2, lastSentAt: clock.now() });
+      expect(await store.effectList(ref)).toEqual([sent.row]);
+    });
+
+    g.test('markCommitted stores result and reference, once', async (fx) => {
+      const { store, clock } = fx;
+      await submitCreated(store);
+      const lease = leaseOf(await claimOne(store));
+      await store.effectBegin({ lease, name: 'charge', key: 'sk_1' });
+      clock.advance(700);
+      const result = { id: 'ch_1', amount_cents: 5000 };
+      expect(await store.effectMarkCommitted({ lease, name: 'charge', result, reference: 'ch_1' })).toBe(
+        true,
+      );
+      const [row] = await store.effectList(ref);
+      expect(row).toMatchObject({ state: 'committed', result, reference: 'ch_1', committedAt: clock.now() });
+      clock.advance(700);
+      expect(
+        await store.effectMarkCommitted({ lease, name: 'charge', result: 'other', reference: 'x' }),
+      ).toBe(false);
+      expect(await store.effectMarkFailed({ lease, name: 'charge', error: BOOM })).toBe(false);
+      expect(await store.effectMarkAbsent({ lease, name: 'charge' })).toBe(false);
+      expect(await store.effectList(ref)).toEqual([row]);
+      expect(
+        await store.effectMarkCommitted({ lease, name: 'never-begun', result: 1, reference: null }),
+      ).toBe(false);
+      expect(await store.effectList(ref)).toHaveLength(1);
+    });
+
+    g.test('markFailed records the refusal', async (fx) => {
+      const { store } = fx;
+      await submitCreated(store);
+      const lease = leaseOf(await claimOne(store));
+      await store.effectBegin({ lease, name: 'charge', key: 'sk_1' });
+      const error = { code: 'card-declined', message: 'declined' };
+      expect(await store.effectMarkFailed({ lease, name: 'charge', error })).toBe(true);
+      expect((await store.effectList(ref))[0]).toMatchObject({ state: 'failed', error, committedAt: null });
+    });
+
+    g.test('markAbsent, then a new send restarts the retention window', async (fx) => {
+      const { store, clock } = fx;
+      await submitCreated(store);
+      const lease = leaseOf(await claimOne(store));
+      await store.effectBegin({ lease, name: 'charge', key: 'sk_1' });
+      expect(await store.effectMarkAbsent({ lease, name: 'charge' })).toBe(true);
+      expect(await store.effectMarkAbsent({ lease, name: 'charge' })).toBe(false);
+      expect((await store.effectList(ref))[0]?.state).toBe('absent');
+      clock.advance(3_000);
+      const sent = await store.effectRecordSend({ lease, name: 'charge' });
+      expect(sent.row).toMatchObject({ state: 'pending', firstSentAt: clock.now(), sends: 2, key: 'sk_1' });
+    });
+
+    g.test('effects are journaled per name', async (fx) => {
+      const { store } = fx;
+      await submitCreated(store);
+      const lease = leaseOf(await claimOne(store));
+      expect((await store.effectBegin({ lease, name: 'charge', key: 'k1' })).created).toBe(true);
+      expect((await store.effectBegin({ lease, name: 'email', key: 'k2' })).created).toBe(true);
+      await store.effectMarkCommitted({ lease, name: 'charge', result: 1, reference: null });
+      const rows = await store.effectList(ref);
+      expect(rows.map((r) => [r.name, r.key, r.state]).sort()).toEqual([
+        ['charge', 'k1', 'committed'],
+        ['email', 'k2', 'pending'],
+      ]);
+      expect(await store.effectList({ tenant: 'South', id: 'op-1' })).toEqual([]);
+    });
+
+    g.test(
+      'begin is refused (cancel-requested) while a cancel is pending and no effect began',
+      async (fx) => {
+        const { store } = fx;
+        await submitCreated(store);
+        const lease = leaseOf(await claimOne(store));
+        expect((await store.operationCancel(ref))?.outcome).toBe('requested');
+        expect(await rejectionCode(store.effectBegin({ lease, name: 'charge', key: 'k' }))).toBe(
+          'cancel-requested',
+        );
+        expect(await store.effectList(ref)).toEqual([]);
+        expect(await getRow(store, ref)).toMatchObject({
+          state: 'running',
+          cancel: 'requested',
+          effectStartedAt: null,
+        });
+      },
+    );
+
+    g.test('a begun effect is the point of no return: a later cancel is too late', async (fx) => {
+      const { store } = fx;
+      await submitCreated(store);
+      const lease = leaseOf(await claimOne(store));
+      await store.effectBegin({ lease, name: 'charge', key: 'k' });
+      const out = await store.operationCancel(ref);
+      expect(out?.outcome).toBe('too_late');
+      expect(out?.row).toMatchObject({ state: 'running', cancel: 'too_late' });
+      expect(await store.leaseExtendMany({ leases: [lease], leaseMs: 1_000 })).toEqual([
+        { ok: true, cancelRequested: false },
+      ]);
+      // The operation runs to its end: later effects may still begin.
+      expect((await store.effectBegin({ lease, name: 'email', key: 'k2' })).created).toBe(true);
+      expect(await store.attemptFinishMany([{ lease, outcome: 'succeeded', result: 'charged' }])).toEqual([
+        true,
+      ]);
+      expect(await getRow(store, ref)).toMatchObject({
+        state: 'succeeded',
+        cancel: 'too_late',
+        result: 'charged',
+      });
+    });
+  });
+}

@@ -1,0 +1,360 @@
+/**
+ * @module test/conformance/cases/finish
+ * The end of an attempt (`attemptFinishMany`) and cancellation. Each outcome lands in its state
+ * with its attempt row; `failed` never hides a pending effect; a retry waits for its durable
+ * `run_after`; a release does not use an attempt. A cancel is answered by state: `cancelled`,
+ * `requested` or `too_late`.
+ */
+import { expect } from 'vitest';
+import type { OperationRow } from '../../../src/store/types.js';
+import {
+  BOOM,
+  claim,
+  claimOne,
+  expireAndRescue,
+  getRow,
+  leaseOf,
+  type StoreFixture,
+  submitCreated,
+  submitParams,
+} from '../fixtures.js';
+import type { CaseRegistry } from '../store-suite.js';
+
+const ref = { tenant: 'North', id: 'op-1' };
+
+async function running(
+  fx: StoreFixture,
+  over: Parameters<typeof submitCreated>[1] = {},
+): Promise<OperationRow> {
+  await submitCreated(fx.store, over);
+  return claimOne(fx.store, { owner: 'w1' });
+}
+
+export function finishCases(t: CaseRegistry): void {
+  t.group('finish outcomes', (g) => {
+    g.test('succeeded: the result is kept, the lease released, the attempt recorded', async (fx) => {
+      const { store, clock } = fx;
+      const row = await running(fx);
+      const startedAt = clock.now();
+      clock.advance(1_500);
+      const now = clock.now();
+      expect(
+        await store.attemptFinishMany([{ lease: leaseOf(row), outcome: 'succeeded', result: { ok: 1 } }]),
+      ).toEqual([true]);
+      expect(await getRow(store, ref)).toMatchObject({
+        state: 'succeeded',
+        result: { ok: 1 },
+        error: null,
+        attempt: 1,
+        epoch: 1,
+        finishedAt: now,
+        updatedAt: now,
+        leaseOwner: null,
+        leaseExpiresAt: null,
+      });
+      expect(await store.attemptList(ref)).toEqual([
+        {
+          tenant: 'North',
+          id: 'op-1',
+          attempt: 1,
+          epoch: 1,
+          owner: 'w1',
+          startedAt,
+          endedAt: now,
+          outcome: 'succeeded',
+          error: null,
+          retryDelayMs: null,
+        },
+      ]);
+    });
+
+    g.test('succeeded with a cancel pending reports the cancel too late', async (fx) => {
+      const row = await running(fx);
+      expect((await fx.store.operationCancel(ref))?.outcome).toBe('requested');
+      await fx.store.attemptFinishMany([{ lease: leaseOf(row), outcome: 'succeeded', result: 7 }]);
+      expect(await getRow(fx.store, ref)).toMatchObject({
+        state: 'succeeded',
+        result: 7,
+        cancel: 'too_late',
+      });
+    });
+
+    g.test('failed: the error is kept', async (fx) => {
+      const row = await running(fx);
+      await fx.store.attemptFinishMany([{ lease: leaseOf(row), outcome: 'failed', error: BOOM }]);
+      expect(await getRow(fx.store, ref)).toMatchObject({
+        state: 'failed',
+        error: BOOM,
+        finishedAt: fx.clock.now(),
+      });
+      expect((await fx.store.attemptList(ref))[0]).toMatchObject({ outcome: 'failed', error: BOOM });
+    });
+
+    g.test(
+      'failed with an effect pending ends needs_reconciliation; a committed one does not',
+      async (fx) => {
+        const { store } = fx;
+        await store.operationSubmitMany([submitParams({ id: 'pending' }), submitParams({ id: 'committed' })]);
+        const rows = await claim(store, { limit: 2 });
+        for (const row of rows) await store.effectBegin({ lease: leaseOf(row), name: 'charge', key: row.id });
+        const committed = rows.find((r) => r.id === 'committed')!;
+        await store.effectMarkCommitted({
+          lease: leaseOf(committed),
+          name: 'charge',
+          result: 1,
+          reference: null,
+        });
+        await store.attemptFinishMany(
+          rows.map((r) => ({ lease: leaseOf(r), outcome: 'failed' as const, error: BOOM })),
+        );
+        expect((await getRow(store, { tenant: 'North', id: 'pending' })).state).toBe('needs_reconciliation');
+        expect((await getRow(store, { tenant: 'North', id: 'committed' })).state).toBe('failed');
+      },
+    );
+
+    g.test(
+      'retry: queued with run_after = now + delay, not claimable before, claimable after',
+      async (fx) => {
+        const { store, clock } = fx;
+        const row = await running(fx);
+        clock.advance(100);
+        const now = clock.now();
+        await store.attemptFinishMany([
+          { lease: leaseOf(row), outcome: 'retry', error: BOOM, delayMs: 4_000 },
+        ]);
+        expect(await getRow(store, ref)).toMatchObject({
+          state: 'queued',
+          runAfter: now + 4_000,
+          error: BOOM,
+          attempt: 1,
+          finishedAt: null,
+          leaseOwner: null,
+          leaseExpiresAt: null,
+        });
+        expect((await store.attemptList(ref))[0]).toMatchObject({
+          outcome: 'retry',
+          retryDelayMs: 4_000,
+          error: BOOM,
+        });
+        clock.advance(3_999);
+        expect(await claim(store, { limit: 10 })).toEqual([]);
+        clock.advance(1);
+        expect(await claimOne(store)).toMatchObject({ attempt: 2, epoch: 2 });
+      },
+    );
+
+    g.test('retry with a cancel pending and no effect ends cancelled', async (fx) => {
+      const row = await running(fx);
+      await fx.store.operationCancel(ref);
+      await fx.store.attemptFinishMany([
+        { lease: leaseOf(row), outcome: 'retry', error: BOOM, delayMs: 1_000 },
+      ]);
+      expect((await getRow(fx.store, ref)).state).toBe('cancelled');
+      expect(await claim(fx.store, { limit: 10 })).toEqual([]);
+    });
+
+    g.test('dead: dead-lettered with its error, listed among dead letters', async (fx) => {
+      const row = await running(fx);
+      await fx.store.attemptFinishMany([{ lease: leaseOf(row), outcome: 'dead', error: BOOM }]);
+      expect(await getRow(fx.store, ref)).toMatchObject({ state: 'dead', error: BOOM });
+      expect((await fx.store.operationList({ state: 'dead', limit: 10 })).map((r) => r.id)).toEqual(['op-1']);
+      expect((await fx.store.attemptList(ref))[0]?.outcome).toBe('dead');
+    });
+
+    g.test('needs_reconciliation: parked with its error', async (fx) => {
+      const row = await running(fx);
+      await fx.store.attemptFinishMany([
+        { lease: leaseOf(row), outcome: 'needs_reconciliation', error: BOOM },
+      ]);
+      expect(await getRow(fx.store, ref)).toMatchObject({ state: 'needs_reconciliation', error: BOOM });
+    });
+
+    g.test('cancelled: ends cancelled when no effect began', async (fx) => {
+      const row = await running(fx);
+      await fx.store.operationCancel(ref);
+      await fx.store.attemptFinishMany([{ lease: leaseOf(row), outcome: 'cancelled' }]);
+      expect(await getRow(fx.store, ref)).toMatchObject({ state: 'cancelled', finishedAt: fx.clock.now() });
+      expect((await fx.store.attemptList(ref))[0]?.outcome).toBe('cancelled');
+    });
+
+    g.test('cancelled is never the end of an operation whose effect began', async (fx) => {
+      const row = await running(fx);
+      await fx.store.effectBegin({ lease: leaseOf(row), name: 'charge', key: 'k' });
+      await fx.store.attemptFinishMany([{ lease: leaseOf(row), outcome: 'cancelled' }]);
+      expect((await getRow(fx.store, ref)).state).not.toBe('cancelled');
+      expect((await fx.store.effectList(ref)).map((e) => e.state)).toEqual(['pending']);
+    });
+
+    g.test('released: back to the queue at once without using an attempt', async (fx) => {
+      const { store, clock } = fx;
+      const row = await running(fx);
+      clock.advance(250);
+      await store.attemptFinishMany([{ lease: leaseOf(row), outcome: 'released' }]);
+      expect(await getRow(store, ref)).toMatchObject({ state: 'queued', attempt: 0, runAfter: clock.now() });
+      expect((await store.attemptList(ref))[0]).toMatchObject({ outcome: 'released', attempt: 1, epoch: 1 });
+      expect(await claimOne(store)).toMatchObject({ attempt: 1, epoch: 2 });
+    });
+
+    g.test('released with a cancel pending ends cancelled', async (fx) => {
+      const row = await running(fx);
+      await fx.store.operationCancel(ref);
+      await fx.store.attemptFinishMany([{ lease: leaseOf(row), outcome: 'released' }]);
+      expect((await getRow(fx.store, ref)).state).toBe('cancelled');
+    });
+
+    g.test('a batch answers per item, each fenced on its own', async (fx) => {
+      const { store } = fx;
+      await store.operationSubmitMany(['a', 'b', 'c'].map((id) => submitParams({ id })));
+      const [x, y, z] = await claim(store, { limit: 3 });
+      const outcomes = await store.attemptFinishMany([
+        { lease: leaseOf(x!), outcome: 'succeeded', result: 1 },
+        { lease: { ...leaseOf(y!), epoch: y!.epoch + 1 }, outcome: 'succeeded', result: 2 },
+        { lease: leaseOf(z!), outcome: 'failed', error: BOOM },
+      ]);
+      expect(outcomes).toEqual([true, false, true]);
+      expect([
+        (await getRow(store, x!)).state,
+        (await getRow(store, y!)).state,
+        (await getRow(store, z!)).state,
+      ]).toEqual(['succeeded', 'running', 'failed']);
+      expect(await store.attemptFinishMany([])).toEqual([]);
+    });
+  });
+
+  t.group('cancellation', (g) => {
+    g.test('queued → cancelled at once, never claimed', async (fx) => {
+      const { store, clock } = fx;
+      await submitCreated(store);
+      clock.advance(10);
+      const out = await store.operationCancel(ref);
+      expect(out?.outcome).toBe('cancelled');
+      expect(out?.row).toMatchObject({
+        state: 'cancelled',
+        finishedAt: clock.now(),
+        cancelRequestedAt: clock.now(),
+      });
+      expect(await getRow(store, ref)).toEqual(out?.row);
+      expect(await claim(store, { limit: 10 })).toEqual([]);
+    });
+
+    g.test('running without an effect → requested; the heartbeat reports it', async (fx) => {
+      const { store, clock } = fx;
+      const row = await running(fx);
+      const first = await store.operationCancel(ref);
+      expect(first?.outcome).toBe('requested');
+      expect(first?.row).toMatchObject({
+        state: 'running',
+        cancel: 'requested',
+        cancelRequestedAt: clock.now(),
+      });
+      const requestedAt = clock.now();
+      clock.advance(1_000);
+      const second = await store.operationCancel(ref);
+      expect(second?.outcome).toBe('requested');
+      expect(second?.row.cancelRequestedAt).toBe(requestedAt);
+      expect(await store.leaseExtendMany({ leases: [leaseOf(row)], leaseMs: 1_000 })).toEqual([
+        { ok: true, cancelRequested: true },
+      ]);
+    });
+
+    g.test('running after an effect committed → too_late', async (fx) => {
+      const row = await running(fx);
+      const lease = leaseOf(row);
+      await fx.store.effectBegin({ lease, name: 'charge', key: 'k' });
+      await fx.store.effectMarkCommitted({ lease, name: 'charge', result: 1, reference: 'ch_1' });
+      const out = await fx.store.operationCancel(ref);
+      expect(out?.outcome).toBe('too_late');
+      expect(out?.row).toMatchObject({ state: 'running', cancel: 'too_late' });
+    });
+
+    g.test('queued with an effect begun in an earlier attempt → too_late, and it still runs', async (fx) => {
+      const { store } = fx;
+      const row = await running(fx);
+      await store.effectBegin({ lease: leaseOf(row), name: 'charge', key: 'k' });
+      await store.attemptFinishMany([{ lease: leaseOf(row), outcome: 'retry', error: BOOM, delayMs: 0 }]);
+      const out = await store.operationCancel(ref);
+      expect(out?.outcome).toBe('too_late');
+      expect(out?.row).toMatchObject({ state: 'queued', cancel: 'too_late' });
+      expect(await claimOne(store)).toMatchObject({ state: 'running', epoch: 2 });
+    });
+
+    g.test('terminal: too_late for succeeded, failed and dead, cancelled stays cancelled', async (fx) => {
+      const { store } = fx;
+      await store.operationSubmitMany(['s', 'f', 'd', 'c'].map((id) => submitParams({ id })));
+      await store.operationCancel({ tenant: 'North', id: 'c' });
+      const rows = await claim(store, { limit: 3 });
+      const byId = (id: string) => leaseOf(rows.find((r) => r.id === id)!);
+      await store.attemptFinishMany([
+        { lease: byId('s'), outcome: 'succeeded', result: 1 },
+        { lease: byId('f'), outcome: 'failed', error: BOOM },
+        { lease: byId('d'), outcome: 'dead', error: BOOM },
+      ]);
+      fx.clock.advance(1_000);
+      for (const [id, outcome] of [
+        ['s', 'too_late'],
+        ['f', 'too_late'],
+        ['d', 'too_late'],
+        ['c', 'cancelled'],
+      ] as const) {
+        const before = await getRow(store, { tenant: 'North', id });
+        const out = await store.operationCancel({ tenant: 'North', id });
+        expect([id, out?.outcome]).toEqual([id, outcome]);
+        expect((await getRow(store, before)).state).toBe(before.state);
+        expect((await getRow(store, before)).finishedAt).toBe(before.finishedAt);
+      }
+    });
+
+    g.test('a cancel overtaken by a send is answered too_late when the attempt requeues', async (fx) => {
+      // Cancellation is answered by state: once an effect may have happened the operation can no
+      // longer be cancelled, so an operation that goes back to the queue must not carry an
+      // unanswered `requested` (its next attempt would be refused every effect, forever).
+      const { store } = fx;
+      const ends = ['released', 'retry', 'cancelled', 'lease-expiry'];
+      await store.operationSubmitMany(ends.map((id) => submitParams({ id })));
+      const rows = await claim(store, { limit: 4 });
+      expect(rows).toHaveLength(4);
+      for (const row of rows) {
+        const lease = leaseOf(row);
+        await store.effectBegin({ lease, name: 'charge', key: row.id });
+        // A definite refusal: nothing happened, so the cancel can still stop the operation...
+        expect(await store.effectMarkAbsent({ lease, name: 'charge' })).toBe(true);
+        expect((await store.operationCancel(row))?.outcome).toBe('requested');
+        // ...until the attempt sends again under the key: now it may have happened.
+        expect((await store.effectRecordSend({ lease, name: 'charge' })).row.state).toBe('pending');
+      }
+      const lease = (id: string) => leaseOf(rows.find((r) => r.id === id)!);
+      expect(
+        await store.attemptFinishMany([
+          { lease: lease('released'), outcome: 'released' },
+          { lease: lease('retry'), outcome: 'retry', error: BOOM, delayMs: 0 },
+          { lease: lease('cancelled'), outcome: 'cancelled' },
+        ]),
+      ).toEqual([true, true, true]);
+      expect(await expireAndRescue(fx)).toEqual([{ tenant: 'North', id: 'lease-expiry', to: 'queued' }]);
+      for (const id of ends) {
+        expect([id, (await getRow(store, { tenant: 'North', id })).cancel]).toEqual([id, 'too_late']);
+      }
+      const again = await claim(store, { limit: 4 });
+      expect(again).toHaveLength(4);
+      expect(await store.leaseExtendMany({ leases: again.map(leaseOf), leaseMs: 1_000 })).toEqual(
+        Array(4).fill({ ok: true, cancelRequested: false }),
+      );
+      for (const row of again) {
+        const begun = await store.effectBegin({ lease: leaseOf(row), name: 'charge', key: row.id });
+        expect(begun).toMatchObject({ created: false, row: { state: 'pending' } });
+      }
+    });
+
+    g.test('an unknown operation is answered undefined', async ({ store }) => {
+      expect(await store.operationCancel({ tenant: 'North', id: 'nope' })).toBeUndefined();
+    });
+
+    g.test('a cancel by an operator is recorded with who', async (fx) => {
+      await submitCreated(fx.store);
+      await fx.store.operationCancel({ ...ref, by: 'alice' });
+      const events = await fx.store.eventList(ref);
+      expect(events).toHaveLength(1);
+      expect(events[0]).toMatchObject({ action: 'cancel', by: 'alice', at: fx.clock.now() });
+    });
+  });
+}

@@ -1,0 +1,386 @@
+/**
+ * @module test/conformance/cases/leases
+ * Claims, leases and fencing. A claim moves an operation to `running` under a new epoch and a
+ * lease stamped by the store clock; the heartbeat extends only the lease it names; the rescuer
+ * redelivers or parks operations whose lease expired; and every write of an attempt whose epoch
+ * is no longer current is refused and changes nothing.
+ */
+import { expect } from 'vitest';
+import type { FinishParams, LeaseRef } from '../../../src/store/types.js';
+import {
+  BOOM,
+  claim,
+  claimOne,
+  expireAndRescue,
+  getRow,
+  LEASE_MS,
+  leaseOf,
+  RESCUE,
+  rejectionCode as rejectionCodeOf,
+  type StoreFixture,
+  submitCreated,
+  submitParams,
+} from '../fixtures.js';
+import type { CaseRegistry } from '../store-suite.js';
+
+const ref = { tenant: 'North', id: 'op-1' };
+
+/** One operation claimed (epoch 1), its lease expired and rescued, then claimed again (epoch 2). */
+async function staleAndCurrent(fx: StoreFixture): Promise<{ stale: LeaseRef; current: LeaseRef }> {
+  await submitCreated(fx.store);
+  const first = await claimOne(fx.store, { owner: 'paused' });
+  expect(await expireAndRescue(fx)).toEqual([{ ...ref, to: 'queued' }]);
+  const second = await claimOne(fx.store, { owner: 'w2' });
+  expect(second.epoch).toBe(first.epoch + 1);
+  return { stale: leaseOf(first), current: leaseOf(second) };
+}
+
+const EVERY_OUTCOME = (lease: LeaseRef): FinishParams[] => [
+  { lease, outcome: 'succeeded', result: 'late' },
+  { lease, outcome: 'failed', error: BOOM },
+  { lease, outcome: 'retry', error: BOOM, delayMs: 0 },
+  { lease, outcome: 'dead', error: BOOM },
+  { lease, outcome: 'needs_reconciliation', error: BOOM },
+  { lease, outcome: 'cancelled' },
+  { lease, outcome: 'released' },
+];
+
+export function leaseCases(t: CaseRegistry): void {
+  t.group('states and counters', (g) => {
+    g.test('a claim moves queued → running: attempt and epoch +1, lease from the store clock', async (fx) => {
+      const { store, clock } = fx;
+      await submitCreated(store);
+      clock.advance(500);
+      const now = clock.now();
+      const result = await store.operationClaimMany({
+        class: 'default',
+        owner: 'w1',
+        limit: 10,
+        leaseMs: 30_000,
+      });
+      expect(result.now).toBe(now);
+      expect(result.rows).toHaveLength(1);
+      expect(result.rows[0]).toMatchObject({
+        state: 'running',
+        attempt: 1,
+        epoch: 1,
+        leaseOwner: 'w1',
+        leaseExpiresAt: now + 30_000,
+        startedAt: now,
+        finishedAt: null,
+      });
+      expect(await getRow(store, ref)).toEqual(result.rows[0]);
+      expect(await store.queueStats()).toEqual([
+        { class: 'default', tenant: 'North', waiting: 0, running: 1 },
+      ]);
+    });
+
+    g.test(
+      'a claim returns nothing when nothing is ready, and never a running operation',
+      async ({ store }) => {
+        expect(await claim(store, { limit: 5 })).toEqual([]);
+        await submitCreated(store);
+        await claimOne(store, { owner: 'w1' });
+        expect(await claim(store, { owner: 'w2', limit: 5 })).toEqual([]);
+      },
+    );
+
+    g.test('every claim takes a new epoch; the attempt counts claims of the current count', async (fx) => {
+      const { store } = fx;
+      await submitCreated(store);
+      const first = await claimOne(store);
+      await store.attemptFinishMany([{ lease: leaseOf(first), outcome: 'retry', error: BOOM, delayMs: 0 }]);
+      const second = await claimOne(store);
+      expect([second.epoch, second.attempt]).toEqual([2, 2]);
+      await store.attemptFinishMany([{ lease: leaseOf(second), outcome: 'released' }]);
+      const third = await claimOne(store);
+      expect([third.epoch, third.attempt]).toEqual([3, 2]);
+    });
+
+    g.test('queueStats follows every move between queued, running and the end states', async (fx) => {
+      const { store } = fx;
+      const stats = async () =>
+        (await store.queueStats()).filter((s) => s.waiting !== 0 || s.running !== 0).map((s) => ({ ...s }));
+      await store.operationSubmitMany(
+        ['a', 'b', 'c', 'd'].map((id) => submitParamsFor(id)).concat(submitParamsFor('e', 'South')),
+      );
+      expect(await stats()).toEqual([
+        { class: 'default', tenant: 'North', waiting: 4, running: 0 },
+        { class: 'default', tenant: 'South', waiting: 1, running: 0 },
+      ]);
+      const rows = await claim(store, { limit: 5 });
+      expect(rows).toHaveLength(5);
+      const north = rows.filter((r) => r.tenant === 'North');
+      await store.attemptFinishMany([
+        { lease: leaseOf(north[0]!), outcome: 'succeeded', result: 1 },
+        { lease: leaseOf(north[1]!), outcome: 'retry', error: BOOM, delayMs: 60_000 },
+        { lease: leaseOf(north[2]!), outcome: 'released' },
+      ]);
+      await store.operationCancel({ tenant: 'North', id: north[3]!.id });
+      expect(await stats()).toEqual([
+        { class: 'default', tenant: 'North', waiting: 2, running: 1 },
+        { class: 'default', tenant: 'South', waiting: 0, running: 1 },
+      ]);
+      expect(await expireAndRescue(fx)).toHaveLength(2);
+      // The running North operation had a cancel pending: it ends cancelled; South's is redelivered.
+      expect(await stats()).toEqual([
+        { class: 'default', tenant: 'North', waiting: 2, running: 0 },
+        { class: 'default', tenant: 'South', waiting: 1, running: 0 },
+      ]);
+    });
+  });
+
+  t.group('leases', (g) => {
+    g.test('leaseExtendMany extends only leases matching tenant, id, epoch and running', async (fx) => {
+      const { store, clock } = fx;
+      await store.operationSubmitMany(['a', 'b', 'c', 'd'].map((id) => submitParamsFor(id)));
+      const claimed = await claim(store, { limit: 3 });
+      const [a, b, c] = claimed;
+      const d = ['a', 'b', 'c', 'd'].find((id) => !claimed.some((r) => r.id === id))!;
+      await store.operationCancel({ tenant: 'North', id: b!.id });
+      await store.attemptFinishMany([{ lease: leaseOf(c!), outcome: 'succeeded', result: null }]);
+      const before = await getRow(store, a!);
+      clock.advance(10_000);
+      const now = clock.now();
+      const statuses = await store.leaseExtendMany({
+        leaseMs: 45_000,
+        leases: [
+          leaseOf(a!),
+          leaseOf(b!),
+          { ...leaseOf(a!), epoch: a!.epoch - 1 },
+          { ...leaseOf(a!), epoch: a!.epoch + 1 },
+          { ...leaseOf(a!), tenant: 'South' },
+          leaseOf(c!),
+          { tenant: 'North', id: d, epoch: 0 },
+          { tenant: 'North', id: 'nope', epoch: 1 },
+        ],
+      });
+      expect(statuses).toEqual([
+        { ok: true, cancelRequested: false },
+        { ok: true, cancelRequested: true },
+        { ok: false, cancelRequested: false },
+        { ok: false, cancelRequested: false },
+        { ok: false, cancelRequested: false },
+        { ok: false, cancelRequested: false },
+        { ok: false, cancelRequested: false },
+        { ok: false, cancelRequested: false },
+      ]);
+      expect(await getRow(store, a!)).toMatchObject({
+        state: 'running',
+        epoch: before.epoch,
+        leaseExpiresAt: now + 45_000,
+      });
+      expect((await getRow(store, b!)).leaseExpiresAt).toBe(now + 45_000);
+      expect(await getRow(store, c!)).toMatchObject({ state: 'succeeded', leaseExpiresAt: null });
+      expect(await getRow(store, { tenant: 'North', id: d })).toMatchObject({
+        state: 'queued',
+        leaseExpiresAt: null,
+      });
+      expect(await store.leaseExtendMany({ leases: [], leaseMs: 1 })).toEqual([]);
+    });
+
+    g.test('no rescue while the lease holds; a heartbeat keeps it holding', async (fx) => {
+      const { store, clock } = fx;
+      await submitCreated(store);
+      const row = await claimOne(store);
+      clock.advance(LEASE_MS - 1);
+      expect(await store.leaseRescue(RESCUE)).toEqual([]);
+      expect(await store.leaseExtendMany({ leases: [leaseOf(row)], leaseMs: LEASE_MS })).toEqual([
+        { ok: true, cancelRequested: false },
+      ]);
+      clock.advance(LEASE_MS - 1); // past the first expiry, inside the extended one
+      expect(await store.leaseRescue(RESCUE)).toEqual([]);
+      expect((await getRow(store, ref)).state).toBe('running');
+    });
+
+    g.test(
+      'an expired lease is rescued back to the queue, recorded as a lease-expired attempt',
+      async (fx) => {
+        const { store, clock } = fx;
+        await submitCreated(store);
+        const startedAt = clock.now();
+        await claimOne(store, { owner: 'crashed' });
+        expect(await expireAndRescue(fx)).toEqual([{ ...ref, to: 'queued' }]);
+        const now = clock.now();
+        expect(await getRow(store, ref)).toMatchObject({
+          state: 'queued',
+          attempt: 1,
+          epoch: 1,
+          leaseExpiries: 1,
+          leaseOwner: null,
+          leaseExpiresAt: null,
+          runAfter: now,
+          finishedAt: null,
+        });
+        const attempts = await store.attemptList(ref);
+        expect(attempts).toHaveLength(1);
+        expect(attempts[0]).toMatchObject({
+          attempt: 1,
+          epoch: 1,
+          owner: 'crashed',
+          startedAt,
+          endedAt: now,
+          outcome: 'lease-expired',
+        });
+        // Redelivery: the next claim gets it under a new epoch.
+        expect(await claimOne(store, { owner: 'w2' })).toMatchObject({
+          epoch: 2,
+          attempt: 2,
+          leaseOwner: 'w2',
+        });
+      },
+    );
+
+    g.test('an operation that keeps expiring its lease is dead-lettered as a crash loop', async (fx) => {
+      const { store, clock } = fx;
+      await submitCreated(store, { maxAttempts: 10 });
+      for (const expected of ['queued', 'queued', 'dead']) {
+        await claimOne(store);
+        expect(await expireAndRescue(fx, { maxLeaseExpiries: 3 })).toEqual([{ ...ref, to: expected }]);
+      }
+      const row = await getRow(store, ref);
+      expect(row).toMatchObject({
+        state: 'dead',
+        leaseExpiries: 3,
+        finishedAt: clock.now(),
+        leaseOwner: null,
+      });
+      expect(row.error?.code).toBe('crash-loop');
+      const attempts = await store.attemptList(ref);
+      expect(attempts.map((a) => [a.epoch, a.outcome])).toEqual([
+        [1, 'lease-expired'],
+        [2, 'lease-expired'],
+        [3, 'lease-expired'],
+      ]);
+      expect(await claim(store)).toEqual([]);
+    });
+
+    g.test('a lease expiry on the last attempt dead-letters: attempts exhausted', async (fx) => {
+      await submitCreated(fx.store, { maxAttempts: 2 });
+      await claimOne(fx.store);
+      expect(await expireAndRescue(fx, { maxLeaseExpiries: 10 })).toEqual([{ ...ref, to: 'queued' }]);
+      await claimOne(fx.store);
+      expect(await expireAndRescue(fx, { maxLeaseExpiries: 10 })).toEqual([{ ...ref, to: 'dead' }]);
+      expect((await getRow(fx.store, ref)).error?.code).toBe('attempts-exhausted');
+    });
+
+    g.test('a lease expiry past the deadline fails the operation', async (fx) => {
+      await submitCreated(fx.store, { deadlineMs: 10_000 });
+      await claimOne(fx.store);
+      expect(await expireAndRescue(fx)).toEqual([{ ...ref, to: 'failed' }]);
+      const row = await getRow(fx.store, ref);
+      expect(row).toMatchObject({ state: 'failed', finishedAt: fx.clock.now() });
+      expect(row.error?.code).toBe('deadline-exceeded');
+    });
+
+    g.test('a lease expiry past the deadline with an effect pending needs reconciliation', async (fx) => {
+      await submitCreated(fx.store, { deadlineMs: 10_000 });
+      const row = await claimOne(fx.store);
+      await fx.store.effectBegin({ lease: leaseOf(row), name: 'charge', key: 'k' });
+      expect(await expireAndRescue(fx)).toEqual([{ ...ref, to: 'needs_reconciliation' }]);
+      expect((await getRow(fx.store, ref)).error?.code).toBe('deadline-exceeded');
+      expect((await fx.store.effectList(ref)).map((e) => e.state)).toEqual(['pending']);
+    });
+
+    g.test('a lease expiry with a cancel requested ends cancelled', async (fx) => {
+      await submitCreated(fx.store);
+      await claimOne(fx.store);
+      expect((await fx.store.operationCancel(ref))?.outcome).toBe('requested');
+      expect(await expireAndRescue(fx)).toEqual([{ ...ref, to: 'cancelled' }]);
+      expect(await getRow(fx.store, ref)).toMatchObject({ state: 'cancelled', finishedAt: fx.clock.now() });
+    });
+
+    g.test('the rescuer works in bounded batches', async (fx) => {
+      await fx.store.operationSubmitMany(['a', 'b', 'c'].map((id) => submitParamsFor(id)));
+      expect(await claim(fx.store, { limit: 3 })).toHaveLength(3);
+      fx.clock.advance(LEASE_MS + 1);
+      expect(await fx.store.leaseRescue({ maxLeaseExpiries: 3, limit: 2 })).toHaveLength(2);
+      expect(await fx.store.leaseRescue({ maxLeaseExpiries: 3, limit: 2 })).toHaveLength(1);
+      expect(await fx.store.leaseRescue({ maxLeaseExpiries: 3, limit: 2 })).toEqual([]);
+    });
+  });
+
+  t.group('fencing', (g) => {
+    g.test('finish with a stale epoch is refused for every outcome and changes nothing', async (fx) => {
+      const { stale, current } = await staleAndCurrent(fx);
+      const before = await getRow(fx.store, ref);
+      const attempts = await fx.store.attemptList(ref);
+      expect(await fx.store.attemptFinishMany(EVERY_OUTCOME(stale))).toEqual(Array(7).fill(false));
+      expect(await getRow(fx.store, ref)).toEqual(before);
+      expect(await fx.store.attemptList(ref)).toEqual(attempts);
+      expect(await fx.store.attemptFinishMany([{ lease: current, outcome: 'succeeded', result: 1 }])).toEqual(
+        [true],
+      );
+    });
+
+    g.test('effectBegin with a stale epoch is refused (lease-lost) and writes nothing', async (fx) => {
+      const { stale, current } = await staleAndCurrent(fx);
+      const before = await getRow(fx.store, ref);
+      expect(await rejectionCodeOf(fx.store.effectBegin({ lease: stale, name: 'charge', key: 'k' }))).toBe(
+        'lease-lost',
+      );
+      expect(await fx.store.effectList(ref)).toEqual([]);
+      expect(await getRow(fx.store, ref)).toEqual(before);
+      expect((await fx.store.effectBegin({ lease: current, name: 'charge', key: 'k' })).created).toBe(true);
+    });
+
+    g.test('effect journal writes with a stale epoch are refused; the row is unchanged', async (fx) => {
+      const { stale, current } = await staleAndCurrent(fx);
+      await fx.store.effectBegin({ lease: current, name: 'charge', key: 'k' });
+      const [row] = await fx.store.effectList(ref);
+      fx.clock.advance(1_000);
+      expect(await rejectionCodeOf(fx.store.effectRecordSend({ lease: stale, name: 'charge' }))).toBe(
+        'lease-lost',
+      );
+      const name = 'charge';
+      expect(await fx.store.effectMarkCommitted({ lease: stale, name, result: 1, reference: 'r' })).toBe(
+        false,
+      );
+      expect(await fx.store.effectMarkFailed({ lease: stale, name, error: BOOM })).toBe(false);
+      expect(await fx.store.effectMarkAbsent({ lease: stale, name })).toBe(false);
+      expect(await fx.store.effectList(ref)).toEqual([row]);
+      expect(await fx.store.effectMarkCommitted({ lease: current, name, result: 1, reference: 'r' })).toBe(
+        true,
+      );
+    });
+
+    g.test('leaseExtend with a stale epoch is refused and does not move the lease', async (fx) => {
+      const { stale, current } = await staleAndCurrent(fx);
+      const before = await getRow(fx.store, ref);
+      fx.clock.advance(1_000);
+      expect(await fx.store.leaseExtendMany({ leases: [stale, current], leaseMs: LEASE_MS })).toEqual([
+        { ok: false, cancelRequested: false },
+        { ok: true, cancelRequested: false },
+      ]);
+      expect((await getRow(fx.store, ref)).leaseExpiresAt).toBe(fx.clock.now() + LEASE_MS);
+      expect(before.leaseOwner).toBe('w2');
+    });
+
+    g.test('an ended attempt can write nothing more under its own epoch', async (fx) => {
+      const { store } = fx;
+      await submitCreated(store);
+      const row = await claimOne(store);
+      const lease = leaseOf(row);
+      await store.effectBegin({ lease, name: 'charge', key: 'k' });
+      await store.effectMarkCommitted({ lease, name: 'charge', result: 1, reference: 'r' });
+      expect(await store.attemptFinishMany([{ lease, outcome: 'succeeded', result: 'first' }])).toEqual([
+        true,
+      ]);
+      const before = await getRow(store, ref);
+      expect(await store.attemptFinishMany(EVERY_OUTCOME(lease))).toEqual(Array(7).fill(false));
+      expect(await rejectionCodeOf(store.effectBegin({ lease, name: 'email', key: 'k2' }))).toBe(
+        'lease-lost',
+      );
+      expect(await store.effectMarkFailed({ lease, name: 'charge', error: BOOM })).toBe(false);
+      expect(await store.leaseExtendMany({ leases: [lease], leaseMs: 1 })).toEqual([
+        { ok: false, cancelRequested: false },
+      ]);
+      expect(await getRow(store, ref)).toEqual(before);
+      expect((await store.effectList(ref)).map((e) => [e.name, e.state])).toEqual([['charge', 'committed']]);
+    });
+  });
+}
+
+function submitParamsFor(id: string, tenant = 'North') {
+  return submitParams({ id, tenant });
+}

@@ -1,0 +1,304 @@
+/**
+ * @module test/conformance/cases/operator
+ * The recorded ways out of a terminal state (redrive: dead → queued; reconcile:
+ * needs_reconciliation → queued | succeeded | failed, with who and why) and the retention purge
+ * that turns old terminal operations into tombstones and later forgets the tombstones.
+ */
+import { expect } from 'vitest';
+import { isTerminal, type OperationState } from '../../../src/core/states.js';
+import {
+  allOperations,
+  BOOM,
+  claim,
+  claimOne,
+  expireAndRescue,
+  getRow,
+  leaseOf,
+  rejectionCode,
+  type StoreFixture,
+  submitCreated,
+  submitParams,
+} from '../fixtures.js';
+import type { CaseRegistry } from '../store-suite.js';
+
+const ref = { tenant: 'North', id: 'op-1' };
+
+async function dead(fx: StoreFixture) {
+  await submitCreated(fx.store, { maxAttempts: 2 });
+  const row = await claimOne(fx.store);
+  await fx.store.attemptFinishMany([{ lease: leaseOf(row), outcome: 'dead', error: BOOM }]);
+  return row;
+}
+
+/** An operation parked in needs_reconciliation with its `charge` effect pending. */
+async function unknownCharge(fx: StoreFixture) {
+  await submitCreated(fx.store);
+  const row = await claimOne(fx.store);
+  await fx.store.effectBegin({ lease: leaseOf(row), name: 'charge', key: 'sk_1' });
+  await fx.store.attemptFinishMany([{ lease: leaseOf(row), outcome: 'failed', error: BOOM }]);
+  expect((await getRow(fx.store, ref)).state).toBe('needs_reconciliation');
+  return row;
+}
+
+/**
+ * One operation in each state, ids named after the state. `queued` waits behind a delay, so the
+ * claim takes exactly the other five whatever order a driver claims one tenant's work in.
+ */
+async function oneOfEach(fx: StoreFixture): Promise<OperationState[]> {
+  const { store } = fx;
+  const ids: OperationState[] = [
+    'succeeded',
+    'failed',
+    'dead',
+    'needs_reconciliation',
+    'cancelled',
+    'running',
+  ];
+  await store.operationSubmitMany([
+    ...ids.map((id) => submitParams({ id })),
+    submitParams({ id: 'queued', delayMs: 3_600_000 }),
+  ]);
+  await store.operationCancel({ tenant: 'North', id: 'cancelled' });
+  const rows = await claim(store, { limit: 10 });
+  expect(rows.map((r) => r.id).sort()).toEqual([
+    'dead',
+    'failed',
+    'needs_reconciliation',
+    'running',
+    'succeeded',
+  ]);
+  const lease = (id: string) => leaseOf(rows.find((r) => r.id === id)!);
+  await store.attemptFinishMany([
+    { lease: lease('succeeded'), outcome: 'succeeded', result: 1 },
+    { lease: lease('failed'), outcome: 'failed', error: BOOM },
+    { lease: lease('dead'), outcome: 'dead', error: BOOM },
+    { lease: lease('needs_reconciliation'), outcome: 'needs_reconciliation', error: BOOM },
+  ]);
+  ids.push('queued');
+  for (const id of ids) expect((await getRow(store, { tenant: 'North', id })).state).toBe(id);
+  return ids;
+}
+
+export function operatorCases(t: CaseRegistry): void {
+  t.group('dead letters and redrive', (g) => {
+    g.test('redrive: dead → queued under a new attempt count, recorded with who and why', async (fx) => {
+      const { store, clock } = fx;
+      const first = await dead(fx);
+      clock.advance(5_000);
+      const row = await store.operationRedrive({ ...ref, by: 'alice', reason: 'provider fixed' });
+      expect(row).toMatchObject({
+        state: 'queued',
+        attempt: 0,
+        leaseExpiries: 0,
+        runAfter: clock.now(),
+        finishedAt: null,
+        epoch: first.epoch,
+      });
+      expect(await getRow(store, ref)).toEqual(row);
+      const events = await store.eventList(ref);
+      expect(events).toHaveLength(1);
+      expect(events[0]).toMatchObject({
+        action: 'redrive',
+        by: 'alice',
+        reason: 'provider fixed',
+        at: clock.now(),
+      });
+      // The epoch is never reset: the dead attempt's lease stays stale.
+      expect(await claimOne(store)).toMatchObject({ attempt: 1, epoch: first.epoch + 1 });
+      expect(
+        await store.attemptFinishMany([{ lease: leaseOf(first), outcome: 'succeeded', result: 1 }]),
+      ).toEqual([false]);
+    });
+
+    g.test('redrive of a crash loop resets the expiry counter', async (fx) => {
+      await submitCreated(fx.store, { maxAttempts: 10 });
+      for (let i = 0; i < 3; i++) {
+        await claimOne(fx.store);
+        await expireAndRescue(fx, { maxLeaseExpiries: 3 });
+      }
+      expect((await getRow(fx.store, ref)).state).toBe('dead');
+      await fx.store.operationRedrive({ ...ref, by: 'alice', reason: 'deployed a fix' });
+      await claimOne(fx.store);
+      expect(await expireAndRescue(fx, { maxLeaseExpiries: 3 })).toEqual([{ ...ref, to: 'queued' }]);
+    });
+
+    g.test('redrive of an operation that is not dead is refused: operation-state-invalid', async (fx) => {
+      const ids = await oneOfEach(fx);
+      for (const id of ids.filter((s) => s !== 'dead')) {
+        const before = await getRow(fx.store, { tenant: 'North', id });
+        const code = await rejectionCode(
+          fx.store.operationRedrive({ tenant: 'North', id, by: 'a', reason: 'r' }),
+        );
+        expect([id, code]).toEqual([id, 'operation-state-invalid']);
+        expect(await getRow(fx.store, before)).toEqual(before);
+        expect(await fx.store.eventList(before)).toEqual([]);
+      }
+      expect(
+        await rejectionCode(fx.store.operationRedrive({ tenant: 'North', id: 'nope', by: 'a', reason: 'r' })),
+      ).toBe('operation-not-found');
+    });
+  });
+
+  t.group('reconciliation', (g) => {
+    g.test('committed effect, resolved succeeded: result kept, recorded with who and why', async (fx) => {
+      const { store, clock } = fx;
+      await unknownCharge(fx);
+      clock.advance(60_000);
+      const row = await store.operationReconcile({
+        ...ref,
+        by: 'bob',
+        reason: 'provider dashboard shows ch_9',
+        effects: [{ name: 'charge', outcome: 'committed', result: { id: 'ch_9' }, reference: 'ch_9' }],
+        resolution: 'succeeded',
+        result: { charge: 'ch_9' },
+      });
+      expect(row).toMatchObject({ state: 'succeeded', result: { charge: 'ch_9' }, finishedAt: clock.now() });
+      expect((await store.effectList(ref))[0]).toMatchObject({
+        state: 'committed',
+        result: { id: 'ch_9' },
+        reference: 'ch_9',
+        key: 'sk_1',
+      });
+      const events = await store.eventList(ref);
+      expect(events).toHaveLength(1);
+      expect(events[0]).toMatchObject({
+        action: 'reconcile',
+        by: 'bob',
+        reason: 'provider dashboard shows ch_9',
+      });
+    });
+
+    g.test(
+      'absent effect, requeued: the handler runs again and sends afresh under the same key',
+      async (fx) => {
+        const { store, clock } = fx;
+        const first = await unknownCharge(fx);
+        clock.advance(60_000);
+        const row = await store.operationReconcile({
+          ...ref,
+          by: 'bob',
+          reason: 'provider has no such charge',
+          effects: [{ name: 'charge', outcome: 'absent' }],
+          resolution: 'requeue',
+        });
+        expect(row).toMatchObject({ state: 'queued', attempt: 0, runAfter: clock.now(), finishedAt: null });
+        expect((await store.effectList(ref))[0]?.state).toBe('absent');
+        const again = await claimOne(store);
+        expect(again.epoch).toBe(first.epoch + 1);
+        const lease = leaseOf(again);
+        const begun = await store.effectBegin({ lease, name: 'charge', key: 'sk_1' });
+        expect(begun).toMatchObject({ created: false, row: { state: 'absent', key: 'sk_1' } });
+        clock.advance(1_000);
+        const sent = await store.effectRecordSend({ lease, name: 'charge' });
+        expect(sent.row).toMatchObject({ state: 'pending', firstSentAt: clock.now() });
+      },
+    );
+
+    g.test('resolved failed: the given error is kept', async (fx) => {
+      await unknownCharge(fx);
+      const error = { code: 'reconciled', message: 'refunded by hand' };
+      const row = await fx.store.operationReconcile({
+        ...ref,
+        by: 'bob',
+        reason: 'refunded',
+        effects: [{ name: 'charge', outcome: 'committed' }],
+        resolution: 'failed',
+        error,
+      });
+      expect(row).toMatchObject({ state: 'failed', error });
+      expect(await fx.store.operationCancel(ref)).toMatchObject({ outcome: 'too_late' });
+    });
+
+    g.test('reconcile is refused outside needs_reconciliation: operation-state-invalid', async (fx) => {
+      const ids = await oneOfEach(fx);
+      for (const id of ids.filter((s) => s !== 'needs_reconciliation')) {
+        const before = await getRow(fx.store, { tenant: 'North', id });
+        const code = await rejectionCode(
+          fx.store.operationReconcile({ tenant: 'North', id, by: 'a', reason: 'r', resolution: 'succeeded' }),
+        );
+        expect([id, code]).toEqual([id, 'operation-state-invalid']);
+        expect(await getRow(fx.store, before)).toEqual(before);
+        expect(await fx.store.eventList(before)).toEqual([]);
+      }
+      expect(
+        await rejectionCode(
+          fx.store.operationReconcile({
+            tenant: 'North',
+            id: 'nope',
+            by: 'a',
+            reason: 'r',
+            resolution: 'requeue',
+          }),
+        ),
+      ).toBe('operation-not-found');
+    });
+  });
+
+  t.group('retention purge', (g) => {
+    const RETENTION = { retentionMs: 7 * 86_400_000, tombstoneMs: 30 * 86_400_000, limit: 100 };
+
+    g.test(
+      'old terminal operations become tombstones; needs_reconciliation and live ones stay',
+      async (fx) => {
+        const { store, clock } = fx;
+        const ids = await oneOfEach(fx);
+        const digest = (await getRow(store, { tenant: 'North', id: 'succeeded' })).digest;
+        const live = await store.effectBegin({
+          lease: leaseOf(await getRow(store, { tenant: 'North', id: 'running' })),
+          name: 'charge',
+          key: 'k',
+        });
+        expect(live.created).toBe(true);
+        clock.advance(RETENTION.retentionMs - 1);
+        expect(await store.retentionPurge(RETENTION)).toEqual({ purged: 0, tombstonesDeleted: 0 });
+        clock.advance(2);
+        expect(await store.retentionPurge(RETENTION)).toEqual({ purged: 4, tombstonesDeleted: 0 });
+        const left = (await allOperations(store)).map((r) => r.id).sort();
+        expect(left).toEqual(['needs_reconciliation', 'queued', 'running']);
+        for (const id of ids.filter((s) => isTerminal(s) && s !== 'needs_reconciliation')) {
+          const gone = { tenant: 'North', id };
+          expect(await store.operationGet(gone)).toBeUndefined();
+          expect(await store.attemptList(gone)).toEqual([]);
+          expect(await store.effectList(gone)).toEqual([]);
+          expect(await store.eventList(gone)).toEqual([]);
+        }
+        const [again] = await store.operationSubmitMany([submitParams({ id: 'succeeded' })]);
+        expect(again).toEqual({ status: 'expired', digestMatches: true });
+        expect(submitParams({ id: 'succeeded' }).digest).toBe(digest);
+        // Years later, a needs_reconciliation operation is still waiting for its person.
+        clock.advance(10 * 365 * 86_400_000);
+        expect((await store.retentionPurge(RETENTION)).purged).toBe(0);
+        expect((await getRow(store, { tenant: 'North', id: 'needs_reconciliation' })).state).toBe(
+          'needs_reconciliation',
+        );
+      },
+    );
+
+    g.test('tombstones are deleted after tombstoneMs; then the id is free again', async (fx) => {
+      const { store, clock } = fx;
+      const row = await (async () => {
+        await submitCreated(store);
+        return claimOne(store);
+      })();
+      await store.attemptFinishMany([{ lease: leaseOf(row), outcome: 'succeeded', result: 1 }]);
+      clock.advance(RETENTION.retentionMs + 1);
+      expect(await store.retentionPurge(RETENTION)).toEqual({ purged: 1, tombstonesDeleted: 0 });
+      clock.advance(RETENTION.tombstoneMs - RETENTION.retentionMs - 2);
+      expect(await store.retentionPurge(RETENTION)).toEqual({ purged: 0, tombstonesDeleted: 0 });
+      expect((await store.operationSubmitMany([submitParams()]))[0]?.status).toBe('expired');
+      clock.advance(2);
+      expect(await store.retentionPurge(RETENTION)).toEqual({ purged: 0, tombstonesDeleted: 1 });
+      expect((await store.operationSubmitMany([submitParams()]))[0]?.status).toBe('created');
+    });
+
+    g.test('the purge works in bounded batches', async (fx) => {
+      const { store, clock } = fx;
+      await store.operationSubmitMany(['a', 'b', 'c'].map((id) => submitParams({ id })));
+      for (const id of ['a', 'b', 'c']) await store.operationCancel({ tenant: 'North', id });
+      clock.advance(RETENTION.retentionMs + 1);
+      expect((await store.retentionPurge({ ...RETENTION, limit: 2 })).purged).toBe(2);
+      expect((await store.retentionPurge({ ...RETENTION, limit: 2 })).purged).toBe(1);
+      expect(await allOperations(store)).toEqual([]);
+    });
+  });
+}
