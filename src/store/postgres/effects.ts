@@ -8,7 +8,12 @@
  * operation row held by the lease: a rescuer or claimer changing the row waits for the write,
  * and a write after the lease moved on finds no row and changes nothing.
  */
-import { CancelRequested, type ErrorRecord, LeaseLost } from '../../core/errors/index.js';
+import {
+  CancelRequested,
+  type ErrorRecord,
+  InvalidStateTransition,
+  LeaseLost,
+} from '../../core/errors/index.js';
 import type { EffectBeginParams, EffectBeginResult, EffectRow, LeaseRef } from '../types.js';
 import type { PgContext } from './connection.js';
 import { jsonText, num, type PgRow, toEffectRow } from './rows.js';
@@ -44,7 +49,10 @@ const FENCE = `SELECT 1 FROM {s}.operations
      AND epoch = $3 AND state = 'running'
      FOR SHARE`;
 
-const RECORD_SEND = `WITH fence AS (${FENCE}), t AS (SELECT {s}.now_ms($5::bigint) AS now)
+// The fence also refuses while a cancel is pending: a cancel accepted while every earlier request
+// was refused (`absent`) wins over a new send, as it does over a new effect.
+const RECORD_SEND = `WITH fence AS (${FENCE.replace("AND state = 'running'", "AND state = 'running' AND cancel IS DISTINCT FROM 'requested'")}),
+       t AS (SELECT {s}.now_ms($5::bigint) AS now)
   UPDATE {s}.effects e SET sends = e.sends + 1, last_sent_at = t.now, epoch = $3, state = 'pending',
          first_sent_at = CASE WHEN e.state = 'absent' THEN t.now ELSE e.first_sent_at END
     FROM t
@@ -65,7 +73,17 @@ export async function effectRecordSend(
     name,
     ctx.now(),
   ]);
-  if (!r) throw new LeaseLost(lease.id);
+  if (!r) {
+    // Why was it refused? Rare path: one more read to name the cause precisely.
+    const [why] = await ctx.query<{ cancel: string | null; effect: string | null }>(
+      `SELECT o.cancel, (SELECT e.state FROM {s}.effects e WHERE e.tenant = $1 AND e.op_id = $2 AND e.name = $4) AS effect
+         FROM {s}.operations o WHERE o.tenant = $1 AND o.id = $2 AND o.epoch = $3 AND o.state = 'running'`,
+      [lease.tenant, lease.id, lease.epoch, name],
+    );
+    if (!why) throw new LeaseLost(lease.id);
+    if (why.cancel === 'requested') throw new CancelRequested(lease.id);
+    throw new InvalidStateTransition('send under', why.effect ?? 'missing', `${lease.id}/${name}`);
+  }
   return { row: toEffectRow(r), now: num(r.clock)! };
 }
 

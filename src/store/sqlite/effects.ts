@@ -6,7 +6,12 @@
  * earlier attempt wrote). Cancel takes the same row lock (SQLite: the write lock), so a cancel
  * and the first effect cannot both win.
  */
-import { CancelRequested, type ErrorRecord, LeaseLost } from '../../core/errors/index.js';
+import {
+  CancelRequested,
+  type ErrorRecord,
+  InvalidStateTransition,
+  LeaseLost,
+} from '../../core/errors/index.js';
 import type { EffectBeginParams, EffectBeginResult, EffectRow, LeaseRef } from '../types.js';
 import type { SqliteContext } from './connection.js';
 import { jsonText, type RawEffect, toEffectRow } from './rows.js';
@@ -68,7 +73,13 @@ export function effectRecordSend(
   name: string,
 ): { row: EffectRow; now: number } {
   return ctx.write((now) => {
-    if (!fence(ctx, lease)) throw new LeaseLost(lease.id);
+    const op = ctx
+      .stmt(`SELECT cancel FROM operations WHERE tenant = ? AND id = ? AND epoch = ? AND state = 'running'`)
+      .get(lease.tenant, lease.id, lease.epoch) as { cancel: string | null } | undefined;
+    if (!op) throw new LeaseLost(lease.id);
+    // A cancel accepted while every earlier request was refused (`absent`) wins over a new send,
+    // as it does over a new effect. (With a `pending` effect the cancel was answered too_late.)
+    if (op.cancel === 'requested') throw new CancelRequested(lease.id);
     const raw = ctx
       .stmt(
         `UPDATE effects SET sends = sends + 1, last_sent_at = @now, epoch = @epoch, state = 'pending',
@@ -76,7 +87,10 @@ export function effectRecordSend(
          WHERE tenant = @tenant AND op_id = @id AND name = @name AND state IN ('pending', 'absent') RETURNING *`,
       )
       .get({ now, epoch: lease.epoch, tenant: lease.tenant, id: lease.id, name }) as RawEffect | undefined;
-    if (!raw) throw new LeaseLost(lease.id);
+    if (!raw) {
+      const current = getEffect(ctx, lease, name);
+      throw new InvalidStateTransition('send under', current?.state ?? 'missing', `${lease.id}/${name}`);
+    }
     return { row: toEffectRow(raw), now };
   });
 }

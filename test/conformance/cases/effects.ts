@@ -139,6 +139,35 @@ export function effectCases(t: CaseRegistry): void {
       expect(sent.row).toMatchObject({ state: 'pending', firstSentAt: clock.now(), sends: 2, key: 'sk_1' });
     });
 
+    g.test(
+      'a pending cancel refuses a new send from absent; a send needs a pending or absent effect',
+      async (fx) => {
+        const { store } = fx;
+        await submitCreated(store);
+        const lease = leaseOf(await claimOne(store));
+        await store.effectBegin({ lease, name: 'charge', key: 'sk_1' });
+        expect(await store.effectMarkAbsent({ lease, name: 'charge' })).toBe(true);
+        expect((await store.operationCancel(ref))?.outcome).toBe('requested');
+        const refused = await store.effectRecordSend({ lease, name: 'charge' }).catch((e) => e);
+        expect(refused.code).toBe('cancel-requested');
+        expect((await store.effectList(ref))[0]).toMatchObject({ state: 'absent', sends: 1 });
+        const missing = await store.effectRecordSend({ lease, name: 'never-begun' }).catch((e) => e);
+        expect(missing.code).toBe('cancel-requested');
+        expect(await store.attemptFinishMany([{ lease, outcome: 'cancelled' }])).toEqual([true]);
+        expect((await store.operationGet(ref))?.state).toBe('cancelled');
+      },
+    );
+
+    g.test('a send under a committed effect is refused as an invalid state, not a lost lease', async (fx) => {
+      const { store } = fx;
+      await submitCreated(store);
+      const lease = leaseOf(await claimOne(store));
+      await store.effectBegin({ lease, name: 'charge', key: 'sk_1' });
+      await store.effectMarkCommitted({ lease, name: 'charge', result: 1, reference: null });
+      const refused = await store.effectRecordSend({ lease, name: 'charge' }).catch((e) => e);
+      expect(refused.code).toBe('operation-state-invalid');
+    });
+
     g.test('effects are journaled per name', async (fx) => {
       const { store } = fx;
       await submitCreated(store);

@@ -304,10 +304,11 @@ export function finishCases(t: CaseRegistry): void {
       }
     });
 
-    g.test('a cancel overtaken by a send is answered too_late when the attempt requeues', async (fx) => {
-      // Cancellation is answered by state: once an effect may have happened the operation can no
-      // longer be cancelled, so an operation that goes back to the queue must not carry an
-      // unanswered `requested` (its next attempt would be refused every effect, forever).
+    g.test('a cancel accepted after definite refusals stops every way the attempt can end', async (fx) => {
+      // Cancellation is answered by state. After a definite refusal (`absent`) nothing happened, so a
+      // cancel is accepted; from then on the attempt may not send again under the key, and however
+      // it ends (released, retry, cancelled, lease expiry) the operation ends cancelled: it never
+      // goes back to the queue carrying an unanswered `requested`.
       const { store } = fx;
       const ends = ['released', 'retry', 'cancelled', 'lease-expiry'];
       await store.operationSubmitMany(ends.map((id) => submitParams({ id })));
@@ -316,11 +317,10 @@ export function finishCases(t: CaseRegistry): void {
       for (const row of rows) {
         const lease = leaseOf(row);
         await store.effectBegin({ lease, name: 'charge', key: row.id });
-        // A definite refusal: nothing happened, so the cancel can still stop the operation...
         expect(await store.effectMarkAbsent({ lease, name: 'charge' })).toBe(true);
         expect((await store.operationCancel(row))?.outcome).toBe('requested');
-        // ...until the attempt sends again under the key: now it may have happened.
-        expect((await store.effectRecordSend({ lease, name: 'charge' })).row.state).toBe('pending');
+        const refused = await store.effectRecordSend({ lease, name: 'charge' }).catch((e) => e);
+        expect(refused.code).toBe('cancel-requested');
       }
       const lease = (id: string) => leaseOf(rows.find((r) => r.id === id)!);
       expect(
@@ -330,19 +330,12 @@ export function finishCases(t: CaseRegistry): void {
           { lease: lease('cancelled'), outcome: 'cancelled' },
         ]),
       ).toEqual([true, true, true]);
-      expect(await expireAndRescue(fx)).toEqual([{ tenant: 'North', id: 'lease-expiry', to: 'queued' }]);
+      expect(await expireAndRescue(fx)).toEqual([{ tenant: 'North', id: 'lease-expiry', to: 'cancelled' }]);
       for (const id of ends) {
-        expect([id, (await getRow(store, { tenant: 'North', id })).cancel]).toEqual([id, 'too_late']);
+        const row = await getRow(store, { tenant: 'North', id });
+        expect([id, row.state, row.cancel]).toEqual([id, 'cancelled', 'requested']);
       }
-      const again = await claim(store, { limit: 4 });
-      expect(again).toHaveLength(4);
-      expect(await store.leaseExtendMany({ leases: again.map(leaseOf), leaseMs: 1_000 })).toEqual(
-        Array(4).fill({ ok: true, cancelRequested: false }),
-      );
-      for (const row of again) {
-        const begun = await store.effectBegin({ lease: leaseOf(row), name: 'charge', key: row.id });
-        expect(begun).toMatchObject({ created: false, row: { state: 'pending' } });
-      }
+      expect(await claim(store, { limit: 4 })).toEqual([]);
     });
 
     g.test('an unknown operation is answered undefined', async ({ store }) => {
