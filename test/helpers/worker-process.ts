@@ -1,8 +1,9 @@
 /**
  * Real worker processes for the process-level fault tests: spawns test/fixtures/worker-process.mjs
- * (which runs the built dist/), reads the JSON lines it prints, and lets a test wait on them, on
- * its exit, or on the kernel reporting it stopped. Every process spawned here is tracked so
- * `killAllWorkers()` can leave nothing behind after a test.
+ * (which runs the built dist/), reads the JSON lines it prints (its events on stdout, the engine's
+ * pino log on stderr), and lets a test wait on them, on its exit, or on the kernel reporting it
+ * stopped. Every process spawned here is tracked so `killAllWorkers()` can leave nothing behind
+ * after a test.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -19,13 +20,23 @@ export interface WorkerEvent {
   [field: string]: unknown;
 }
 
+/** One line of the engine's pino log (stderr), e.g. `{level: 40, msg: 'claim failed', retryInMs: 400}`. */
+export interface WorkerLog {
+  level: number;
+  msg: string;
+  [field: string]: unknown;
+}
+
 export interface WorkerExit {
   code: number | null;
   signal: NodeJS.Signals | null;
 }
 
 export interface WorkerProcessOptions {
-  dbPath: string;
+  /** The store: a SQLite file path, or a `postgres://` URL. */
+  db: string;
+  /** The PostgreSQL schema (with a `postgres://` db). */
+  schema?: string;
   providerUrl: string;
   /** Identity in leases and attempt history. */
   id: string;
@@ -41,6 +52,8 @@ export class WorkerProcess {
   readonly child: ChildProcess;
   readonly pid: number;
   readonly events: WorkerEvent[] = [];
+  /** The engine's log lines, parsed (only those at or above `SLUICE_LOG_LEVEL`: default `error`). */
+  readonly logs: WorkerLog[] = [];
   readonly exited: Promise<WorkerExit>;
   private stderr = '';
   private exitInfo: WorkerExit | undefined;
@@ -52,7 +65,8 @@ export class WorkerProcess {
       stdio: ['pipe', 'pipe', 'pipe'],
       env: {
         ...process.env,
-        SLUICE_DB: options.dbPath,
+        SLUICE_DB: options.db,
+        SLUICE_SCHEMA: options.schema ?? '',
         PROVIDER_URL: options.providerUrl,
         WORKER_ID: options.id,
         SLUICE_FAILPOINTS: options.failpoints ?? '',
@@ -64,8 +78,17 @@ export class WorkerProcess {
     this.pid = this.child.pid;
     live.add(this);
     this.child.stdin?.on('error', () => {});
-    this.child.stderr?.on('data', (chunk: Buffer) => {
-      this.stderr = (this.stderr + chunk.toString()).slice(-20_000);
+    createInterface({ input: this.child.stderr! }).on('line', (line) => {
+      this.stderr = `${this.stderr}${line}\n`.slice(-20_000);
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(line);
+      } catch {
+        return; // a crash's stack trace, a warning from Node: kept in the tail only
+      }
+      if (typeof (parsed as WorkerLog | null)?.msg !== 'string') return;
+      this.logs.push(parsed as WorkerLog);
+      for (const notify of [...this.listeners]) notify();
     });
     createInterface({ input: this.child.stdout! }).on('line', (line) => {
       try {
@@ -99,10 +122,23 @@ export class WorkerProcess {
    * exits without printing one, or after `timeoutMs` (a failure guard, not a synchroniser).
    */
   waitFor(match: (e: WorkerEvent) => boolean, what: string, timeoutMs = 20_000): Promise<WorkerEvent> {
+    return this.until(() => this.events.find(match), what, timeoutMs);
+  }
+
+  /** Like `waitFor`, on the engine's log lines (stderr). */
+  waitForLog(match: (l: WorkerLog) => boolean, what: string, timeoutMs = 20_000): Promise<WorkerLog> {
+    return this.until(() => this.logs.find(match), what, timeoutMs);
+  }
+
+  /**
+   * Resolves with `check()`'s first defined value, evaluated now and after every line the
+   * process prints. Fails if it exits first, or after `timeoutMs` (a failure guard).
+   */
+  until<T>(check: () => T | undefined, what: string, timeoutMs = 20_000): Promise<T> {
     return new Promise((resolve, reject) => {
-      const check = () => {
-        const found = this.events.find(match);
-        if (found) return done(() => resolve(found));
+      const test = () => {
+        const found = check();
+        if (found !== undefined) return done(() => resolve(found));
         if (this.exitInfo)
           return done(() =>
             reject(
@@ -121,11 +157,11 @@ export class WorkerProcess {
       );
       const done = (settle: () => void) => {
         clearTimeout(timer);
-        this.listeners.delete(check);
+        this.listeners.delete(test);
         settle();
       };
-      this.listeners.add(check);
-      check();
+      this.listeners.add(test);
+      test();
     });
   }
 

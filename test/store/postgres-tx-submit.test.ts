@@ -1,0 +1,225 @@
+/**
+ * Transactional submit on PostgreSQL, at engine level: `sluice.submit(request, { tx: client })`
+ * with the application's own `pg` client, inside the application's own transaction, next to its
+ * business write. The operation is accepted if and only if that transaction commits — the outbox
+ * pattern with no outbox. (The SQLite form is test/engine/transactional-submit.test.ts; the
+ * store-level form is in test/store/postgres-basics.test.ts.)
+ *
+ * What store/postgres/submit.ts does with `tx`: it runs its one statement on the caller's client
+ * with no BEGIN, COMMIT or retry of its own. So a client that is not inside a transaction is
+ * accepted, and its submit commits at once (autocommit); a client whose transaction already
+ * failed gets the server's refusal, classified as a store error; anything without `query()` is
+ * an invalid argument.
+ */
+import type pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { isInvalidArgument, isOperationConflict, isStoreError } from '../../src/index.js';
+import { ProviderStub } from '../../src/testing/index.js';
+import { defineCharge } from '../helpers/charge-kind.js';
+import { type Harness, harness } from '../helpers/engine.js';
+import { type PgTestDatabase, startPostgres } from '../helpers/postgres.js';
+
+let db: PgTestDatabase;
+let h: Harness | undefined;
+let provider: ProviderStub;
+const clients: pg.Client[] = [];
+
+beforeAll(async () => {
+  db = await startPostgres();
+  const c = await db.client();
+  // The application's own table, outside Sluice's schemas (this file has its own database).
+  await c.query('CREATE TABLE invoices (id integer PRIMARY KEY, amount_cents integer NOT NULL)');
+  await c.end();
+});
+afterEach(async () => {
+  await Promise.all(clients.splice(0).map((c) => c.end().catch(() => {})));
+  await h?.close();
+  h = undefined;
+  await db.closeStores();
+});
+afterAll(async () => {
+  await db?.stop();
+});
+
+/** An engine on a fresh schema, with the charge kind; no worker started. */
+async function engine(): Promise<Harness> {
+  h = await harness({ store: db.store({ poolSize: 4 }) });
+  provider = new ProviderStub();
+  defineCharge(h.sluice, provider);
+  return h;
+}
+
+/** The application's own connection (not the store's pool). */
+async function appClient(): Promise<pg.Client> {
+  const c = await db.client();
+  clients.push(c);
+  return c;
+}
+
+const request = (id: string, invoice: number) => ({
+  tenant: 'North',
+  id,
+  kind: 'charge',
+  input: { invoice, amount_cents: 5000 },
+});
+
+const invoiceExists = async (c: pg.Client, id: number) =>
+  (await c.query('SELECT 1 FROM invoices WHERE id = $1', [id])).rowCount === 1;
+
+describe('transactional submit (PostgreSQL, engine level)', () => {
+  it('commits with the business write: invisible until COMMIT, then run once by a worker', async () => {
+    const { sluice, store } = await engine();
+    // Running from the start: it is woken by the submit, yet cannot see uncommitted work.
+    sluice.worker().start();
+    const app = await appClient();
+    await app.query('BEGIN');
+    await app.query('INSERT INTO invoices (id, amount_cents) VALUES (101, 5000)');
+    const { created, operation } = await sluice.submit(request('mail-101', 101), { tx: app });
+    expect([created, operation.state]).toEqual([true, 'queued']);
+    // Outside the transaction, nothing yet: not the operation, not a queue counter.
+    expect(await sluice.get({ tenant: 'North', id: 'mail-101' })).toBeUndefined();
+    expect(await store.queueStats()).toEqual([]);
+    const [{ now: beforeCommit }] = (
+      await app.query<{ now: string }>('SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now')
+    ).rows as [{ now: string }];
+    await app.query('COMMIT');
+
+    const done = await sluice.wait({ tenant: 'North', id: 'mail-101' }, { timeoutMs: 20_000 });
+    expect([done.state, done.result]).toEqual(['succeeded', { charge: 'ch_1' }]);
+    const full = await sluice.get({ tenant: 'North', id: 'mail-101' }, { include: ['attempts'] });
+    expect(full?.attempts?.map((a) => a.outcome)).toEqual(['succeeded']);
+    // The one attempt started only after the transaction was about to commit.
+    expect(Date.parse(full!.attempts![0]!.startedAt)).toBeGreaterThanOrEqual(Number(beforeCommit));
+    expect(provider.calls).toBe(1);
+    expect(await invoiceExists(app, 101)).toBe(true);
+    expect(await store.queueStats()).toEqual([{ class: 'default', tenant: 'North', waiting: 0, running: 0 }]);
+  });
+
+  it('rolls back with the business write: no operation, no counter change, the id still free', async () => {
+    const { sluice, store } = await engine();
+    // Another operation of the tenant already waits (delayed), so its queue counter row exists.
+    await sluice.submit({ ...request('other', 1), delayMs: 3_600_000 });
+    const counters = await store.queueStats();
+    expect(counters).toEqual([{ class: 'default', tenant: 'North', waiting: 1, running: 0 }]);
+
+    const app = await appClient();
+    await app.query('BEGIN');
+    await app.query('INSERT INTO invoices (id, amount_cents) VALUES (102, 5000)');
+    const { created } = await sluice.submit(request('mail-102', 102), { tx: app });
+    expect(created).toBe(true);
+    await app.query('ROLLBACK');
+
+    expect(await sluice.get({ tenant: 'North', id: 'mail-102' })).toBeUndefined();
+    expect(await invoiceExists(app, 102)).toBe(false);
+    expect(await store.queueStats()).toEqual(counters);
+    expect((await sluice.list()).operations.map((o) => o.id)).toEqual(['other']);
+
+    // Nothing was accepted, so the id is free: a plain submit creates it, and it runs once.
+    sluice.worker().start();
+    expect((await sluice.submit(request('mail-102', 102))).created).toBe(true);
+    const done = await sluice.wait({ tenant: 'North', id: 'mail-102' }, { timeoutMs: 20_000 });
+    expect(done.state).toBe('succeeded');
+    expect(provider.calls).toBe(1);
+  });
+
+  it('serialises racing transactions on one id: the second is created if the first rolls back', async () => {
+    const { sluice } = await engine();
+    const [first, second] = [await appClient(), await appClient()];
+    await first.query('BEGIN');
+    expect((await sluice.submit(request('race-1', 1), { tx: first })).created).toBe(true);
+    await second.query('BEGIN');
+    const secondSubmit = sluice.submit(request('race-1', 1), { tx: second });
+    // The second waits on the first's uncommitted row locks (seen by the server, not guessed).
+    await waitUntilBlocked(second);
+    await first.query('ROLLBACK');
+    expect((await secondSubmit).created).toBe(true);
+    await second.query('COMMIT');
+    expect((await sluice.list()).operations.map((o) => [o.id, o.state])).toEqual([['race-1', 'queued']]);
+  });
+
+  it('serialises racing transactions on one id: the second finds it if the first commits', async () => {
+    const { sluice, store } = await engine();
+    const [first, second] = [await appClient(), await appClient()];
+    await first.query('BEGIN');
+    expect((await sluice.submit(request('race-2', 2), { tx: first })).created).toBe(true);
+    await second.query('BEGIN');
+    const secondSubmit = sluice.submit(request('race-2', 2), { tx: second });
+    await waitUntilBlocked(second);
+    await first.query('COMMIT');
+    const answer = await secondSubmit;
+    expect([answer.created, answer.operation.id]).toEqual([false, 'race-2']);
+    await second.query('COMMIT');
+    expect((await sluice.list()).operations).toHaveLength(1);
+    expect(await store.queueStats()).toEqual([{ class: 'default', tenant: 'North', waiting: 1, running: 0 }]);
+  });
+
+  it('answers a conflict inside the transaction without spoiling it: the business write still commits', async () => {
+    const { sluice } = await engine();
+    await sluice.submit(request('mail-103', 103));
+    const app = await appClient();
+    await app.query('BEGIN');
+    await app.query('INSERT INTO invoices (id, amount_cents) VALUES (103, 5000)');
+    const conflict = await sluice
+      .submit({ ...request('mail-103', 103), input: { invoice: 103, amount_cents: 1 } }, { tx: app })
+      .catch((e) => e);
+    expect(isOperationConflict(conflict)).toBe(true);
+    // Same id, same input: the existing operation, from inside the transaction.
+    expect((await sluice.submit(request('mail-103', 103), { tx: app })).created).toBe(false);
+    await app.query('COMMIT');
+    expect(await invoiceExists(app, 103)).toBe(true);
+    const op = await sluice.get({ tenant: 'North', id: 'mail-103' });
+    expect(op?.input).toEqual({ invoice: 103, amount_cents: 5000 });
+    expect((await sluice.list()).operations).toHaveLength(1);
+  });
+
+  it('accepts a client outside any transaction: the submit commits on its own at once', async () => {
+    const { sluice } = await engine();
+    const app = await appClient();
+    const { created } = await sluice.submit(request('auto-1', 1), { tx: app });
+    expect(created).toBe(true);
+    // Visible from the store's own connections before the client does anything else…
+    expect((await sluice.get({ tenant: 'North', id: 'auto-1' }))?.state).toBe('queued');
+    // …and a ROLLBACK afterwards has nothing to undo.
+    await app.query('ROLLBACK');
+    expect((await sluice.get({ tenant: 'North', id: 'auto-1' }))?.state).toBe('queued');
+    sluice.worker().start();
+    expect((await sluice.wait({ tenant: 'North', id: 'auto-1' }, { timeoutMs: 20_000 })).state).toBe(
+      'succeeded',
+    );
+  });
+
+  it('refuses a transaction that already failed, and one that is no client: nothing is stored', async () => {
+    const { sluice, store } = await engine();
+    const app = await appClient();
+    await app.query('BEGIN');
+    await expect(app.query('SELECT 1 / 0')).rejects.toThrow();
+    const refused = await sluice.submit(request('bad-1', 1), { tx: app }).catch((e) => e);
+    // 25P02 (in_failed_sql_transaction): a store error, and not worth retrying as is.
+    expect(isStoreError(refused)).toBe(true);
+    expect(refused.retryable).toBe(false);
+    await app.query('ROLLBACK');
+
+    const notAClient = await sluice.submit(request('bad-2', 2), { tx: {} }).catch((e) => e);
+    expect(isInvalidArgument(notAClient)).toBe(true);
+
+    expect(await sluice.get({ tenant: 'North', id: 'bad-1' })).toBeUndefined();
+    expect(await sluice.get({ tenant: 'North', id: 'bad-2' })).toBeUndefined();
+    expect(await store.queueStats()).toEqual([]);
+  });
+});
+
+/** Resolves once the server reports `client`'s backend waiting on a lock; fails after a guard. */
+async function waitUntilBlocked(client: pg.Client, guardMs = 10_000): Promise<void> {
+  const pid = (client as unknown as { processID: number }).processID;
+  const observer = await appClient();
+  const deadline = performance.now() + guardMs;
+  for (;;) {
+    const { rows } = await observer.query(
+      `SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'`,
+      [pid],
+    );
+    if (rows.length === 1) return;
+    if (performance.now() > deadline) throw new Error(`backend ${pid} did not block in ${guardMs} ms`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
