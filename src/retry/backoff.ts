@@ -16,8 +16,9 @@ export const DEFAULT_BACKOFF: BackoffOptions = { baseMs: 200, capMs: 10_000 };
 
 /** The largest delay full jitter may choose after the `retryNumber`-th failure (0-based). */
 export function backoffCeiling(retryNumber: number, options: BackoffOptions): number {
-  // 2 ** 1100 is Infinity; min() then yields the cap, which is what we want.
-  return Math.min(options.capMs, options.baseMs * 2 ** Math.max(0, retryNumber));
+  // The exponent is clamped: 2 ** 1100 is Infinity, and 0 · Infinity (a zero base) is NaN.
+  // 2^52 times any positive base is past every sensible cap.
+  return Math.min(options.capMs, options.baseMs * 2 ** Math.min(52, Math.max(0, retryNumber)));
 }
 
 /**

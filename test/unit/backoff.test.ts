@@ -12,7 +12,9 @@ describe('full-jitter back-off', () => {
         fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }),
         (n, base, cap, r) => {
           const d = fullJitterDelay(n, { baseMs: base, capMs: cap }, () => r);
-          return Number.isInteger(d) && d >= 0 && d <= Math.min(cap, base * 2 ** n) && d <= cap;
+          // The bound as mathematics has it (a zero base gives zero, not 0 · ∞).
+          const bound = base === 0 ? 0 : Math.min(cap, base * 2 ** n);
+          return Number.isInteger(d) && d >= 0 && d <= bound && d <= cap;
         },
       ),
     );
@@ -24,6 +26,8 @@ describe('full-jitter back-off', () => {
       200, 400, 800, 1600, 3200, 6400, 10_000, 10_000,
     ]);
     expect(backoffCeiling(5000, opts)).toBe(10_000);
+    // A zero base (retry at once) stays zero however many retries: never NaN.
+    expect(backoffCeiling(2000, { baseMs: 0, capMs: 10_000 })).toBe(0);
   });
 
   it('uses the whole range: the jitter is not a fixed fraction', () => {
