@@ -7,6 +7,10 @@
 import { EventEmitter } from 'node:events';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import pino, { type Logger } from 'pino';
+import { type ProviderBudgets, validateBudgets } from './admission/budgets.js';
+import { Admission, type AdmissionConfig } from './admission/limits.js';
+import { RetryAfterEstimator } from './admission/retry-after.js';
+import { DEFAULT_RETRY_BUDGET, type RetryBudgetConfig } from './admission/retry-budget.js';
 import { assertPlainJson, canonicalJson, digestOfCanonical } from './core/digest.js';
 import {
   CancelRequested,
@@ -44,6 +48,18 @@ export interface SluiceOptions {
   effectKey?: EffectKeyFn;
   /** Source of randomness for back-off jitter (tests). */
   random?: () => number;
+  /** Workload classes: global queue bound and default per-tenant limits (admission/limits.ts). */
+  classes?: AdmissionConfig['classes'];
+  /** Per-tenant limits by class (`'*'` for all classes): running and waiting caps, weight. */
+  tenants?: AdmissionConfig['tenants'];
+  /** Spend budgets and call-rate caps per paid provider (admission/budgets.ts). */
+  providers?: ProviderBudgets;
+  /**
+   * The service-wide retry budget, across all processes: retries at most `ratio` of first
+   * attempts over `windowMs`, plus `floor`. Default `{ ratio: 0.1, floor: 10, windowMs: 60_000 }`;
+   * `false` turns it off.
+   */
+  retryBudget?: Partial<RetryBudgetConfig> | false;
 }
 
 export interface SubmitRequest {
@@ -126,6 +142,10 @@ export class Sluice {
   private readonly retention: RetentionPolicy;
   private readonly maxLeaseExpiries: number;
   private readonly random: () => number;
+  private readonly admission: Admission;
+  private readonly providers: ProviderBudgets;
+  private readonly retryBudget: RetryBudgetConfig | false;
+  private readonly retryAfter = new RetryAfterEstimator();
 
   constructor(options: SluiceOptions) {
     this.store = options.store;
@@ -137,6 +157,11 @@ export class Sluice {
     this.maxLeaseExpiries = options.maxLeaseExpiries ?? 3;
     this.random = options.random ?? Math.random;
     this.submitter = new Batcher((items) => this.store.operationSubmitMany(items));
+    this.admission = new Admission({ classes: options.classes, tenants: options.tenants });
+    this.providers = options.providers ?? {};
+    validateBudgets(this.providers);
+    this.retryBudget =
+      options.retryBudget === false ? false : { ...DEFAULT_RETRY_BUDGET, ...options.retryBudget };
     this.changes.setMaxListeners(0);
   }
 
@@ -189,6 +214,7 @@ export class Sluice {
     }
     if (request.delayMs !== undefined && !(request.delayMs >= 0))
       throw new InvalidArgument('delayMs must be ≥ 0');
+    const tenantLimits = this.admission.tenantLimits(kind.class, tenant);
     const params: SubmitParams = {
       tenant,
       id,
@@ -199,6 +225,7 @@ export class Sluice {
       maxAttempts: kind.limits.maxAttempts,
       deadlineMs,
       delayMs: request.delayMs,
+      limits: { ...tenantLimits, maxQueued: this.admission.maxQueued(kind.class) },
     };
     // Inside the caller's transaction the submit cannot join a batch: it commits with theirs.
     const outcome =
@@ -216,13 +243,23 @@ export class Sluice {
         throw new OperationConflict(tenant, id);
       case 'expired':
         throw new OperationExpired(tenant, id);
-      case 'rejected':
+      case 'rejected': {
+        const cap =
+          outcome.reason === 'tenant-queue-full'
+            ? tenantLimits.maxWaiting
+            : this.admission.maxQueued(kind.class);
+        const retryAfterMs = this.retryAfter.estimate(
+          kind.class,
+          outcome.waiting - (cap ?? 0) + 1,
+          outcome.running,
+        );
         throw new CapacityExceeded(
           outcome.reason,
-          outcome.retryAfterMs,
-          `${outcome.reason === 'tenant-queue-full' ? `tenant ${tenant}` : `class ${kind.class}`} has no room for ` +
-            `more waiting operations; retry after ${Math.ceil(outcome.retryAfterMs / 1000)} s`,
+          retryAfterMs,
+          `${outcome.reason === 'tenant-queue-full' ? `tenant ${tenant}` : `class ${kind.class}`} has ${outcome.waiting} ` +
+            `operations waiting, the most it may; retry after ${retryAfterMs / 1000} s`,
         );
+      }
     }
   }
 
@@ -361,7 +398,12 @@ export class Sluice {
         wakeup: this.wakeup,
         retention: this.retention,
         maxLeaseExpiries: this.maxLeaseExpiries,
-        onSettled: (row) => this.changed(row.tenant, row.id),
+        providers: this.providers,
+        retryBudget: this.retryBudget,
+        onSettled: (row, _report, durationMs) => {
+          if (durationMs !== undefined) this.retryAfter.observe(row.class, durationMs);
+          this.changed(row.tenant, row.id);
+        },
       },
       options,
     );

@@ -4,7 +4,8 @@
  * `ctx.effect(name, {call, lookup?, retentionMs})`, which runs these steps:
  *
  * 1. If the journal says `committed`, return the stored result: no call.
- * 2. (Budgets are reserved here: spend units, provider call rate.)
+ * 2. Draw on the budgets: reserve spend units, count a call against the provider's rate cap,
+ *    check the operation's cap on requests. Over any of them, no request is sent.
  * 3. Durably write `pending` with the effect key and the first-sent time (kept from the first
  *    try), fenced by the lease. This also marks the operation's point of no return for cancel.
  * 4. Call the provider with the key and the attempt's `AbortSignal`.
@@ -20,9 +21,12 @@
  * "Inside the window" keeps a margin of one attempt timeout, so a resent request cannot reach
  * the provider after it has forgotten the key.
  */
+
+import type { EffectCharges } from '../admission/budgets.js';
 import {
   EffectOutcomeUnknown,
   InvalidArgument,
+  isBudgetExhausted,
   isEffectConflict,
   isPermanent,
   isRetryable,
@@ -84,6 +88,10 @@ export interface EffectRuntime {
   /** Safety margin subtracted from retention: the longest a request may be outstanding. */
   marginMs: number;
   failpointInfo: FailpointInfo;
+  /** Requests the whole operation may send (all attempts). */
+  maxCalls: number;
+  /** The budgets an effect with this provider and cost draws on. */
+  charges(provider: string | undefined, cost: number | undefined): EffectCharges;
   /** Throws if the attempt has been abandoned (simulated crash). */
   checkAlive(): void;
   /** Called when a failpoint simulates this worker's death: the attempt writes nothing more. */
@@ -102,13 +110,31 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
   rt.checkAlive();
 
   const key = rt.effectKey(name);
-  const begin = await rt.store.effectBegin({
-    lease: rt.lease,
-    name,
-    key,
-    provider: options.provider ?? null,
-    cost: options.cost ?? null,
-  });
+  const charges = rt.charges(options.provider, options.cost);
+  const budgeted = <T>(work: Promise<T>): Promise<T> =>
+    work.catch((error) => {
+      // A provider set to `fail` ends the operation; `wait` defers it (retry/classify.ts).
+      if (isBudgetExhausted(error) && charges.onExhausted === 'fail') {
+        throw new Permanent(error.message, {
+          code: 'budget-exhausted',
+          cause: error,
+          details: error.details,
+        });
+      }
+      throw error;
+    });
+  const begin = await budgeted(
+    rt.store.effectBegin({
+      lease: rt.lease,
+      name,
+      key,
+      provider: options.provider ?? null,
+      cost: options.cost ?? null,
+      spend: charges.spend,
+      rates: charges.rates,
+      maxCalls: rt.maxCalls,
+    }),
+  );
   rt.checkAlive();
   let row: EffectRow = begin.row;
   if (row.state === 'committed') return row.result as T;
@@ -146,7 +172,17 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
     }
   }
   if (!begin.created) {
-    row = (await rt.store.effectRecordSend({ lease: rt.lease, name })).row;
+    row = (
+      await budgeted(
+        rt.store.effectRecordSend({
+          lease: rt.lease,
+          name,
+          spend: charges.spend,
+          rates: charges.rates,
+          maxCalls: rt.maxCalls,
+        }),
+      )
+    ).row;
     rt.checkAlive();
   }
 

@@ -24,6 +24,9 @@ export const DEFAULT_RETENTION: RetentionPolicy = {
 export class PeriodicTask {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
+  /** Consecutive failures: while the store is down the task skips ticks instead of logging each. */
+  private failures = 0;
+  private skip = 0;
 
   constructor(
     private readonly name: string,
@@ -34,7 +37,10 @@ export class PeriodicTask {
 
   start(): void {
     if (this.timer) return;
-    this.timer = setInterval(() => void this.run(), this.intervalMs);
+    this.timer = setInterval(() => {
+      if (this.skip > 0) this.skip--;
+      else void this.run();
+    }, this.intervalMs);
     this.timer.unref();
   }
 
@@ -42,8 +48,15 @@ export class PeriodicTask {
     if (this.running) return this.running;
     this.running = this.fn()
       .then(
-        () => undefined,
-        (error) => this.log.warn({ err: error, task: this.name }, 'maintenance task failed'),
+        () => {
+          this.failures = 0;
+        },
+        (error) => {
+          this.failures++;
+          // Back off: skip 1, 3, 7… ticks (at most 63) before trying again.
+          this.skip = Math.min(63, 2 ** Math.min(this.failures, 6) - 1);
+          this.log.warn({ err: error, task: this.name, failures: this.failures }, 'maintenance task failed');
+        },
       )
       .finally(() => {
         this.running = undefined;

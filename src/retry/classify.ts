@@ -11,6 +11,7 @@
  * | deadline passed                             | failed `deadline-exceeded` (or reconciliation)   |
  * | effect outcome unknown past retention       | needs_reconciliation                             |
  * | effect key conflict at the provider         | dead                                             |
+ * | a budget exhausted (provider set to `wait`) | deferred to the window's reset, attempt not used |
  * | `Permanent`, invalid input, over a per-operation limit (temp bytes, calls) | failed              |
  * | `Retryable`, `Ambiguous`, timeout, other    | retry after full-jitter back-off, or dead when   |
  * |                                             | attempts are exhausted / failed when the back-off |
@@ -18,9 +19,11 @@
  */
 import { endAtDeadline } from '../core/decisions.js';
 import {
+  type BudgetExhausted,
   type ErrorRecord,
   isAmbiguous,
   isAttemptTimeout,
+  isBudgetExhausted,
   isCancelRequested,
   isDeadlineExceeded,
   isEffectConflict,
@@ -42,7 +45,8 @@ export type AttemptEnd =
   | { outcome: 'failed'; error: ErrorRecord }
   | { outcome: 'dead'; error: ErrorRecord }
   | { outcome: 'needs_reconciliation'; error: ErrorRecord }
-  | { outcome: 'retry'; error: ErrorRecord; delayMs: number };
+  | { outcome: 'retry'; error: ErrorRecord; delayMs: number }
+  | { outcome: 'deferred'; error: ErrorRecord; delayMs: number };
 
 export interface FailureFacts {
   error: unknown;
@@ -83,6 +87,21 @@ export function classifyFailure(f: FailureFacts, random: () => number = Math.ran
     return { outcome: 'needs_reconciliation', error: toErrorRecord(f.error, 'ambiguous') };
   }
   if (isEffectConflict(f.error)) return { outcome: 'dead', error: toErrorRecord(f.error, 'permanent') };
+  // A provider set to `fail` turns the refusal into a Permanent that keeps the code: it fails.
+  const budget =
+    isBudgetExhausted(f.error) && !isPermanent(f.error) ? (f.error as BudgetExhausted) : undefined;
+  if (budget) {
+    // Wait for the budget's window to reset, without using an attempt; never past the deadline.
+    const delayMs =
+      budget.retryAfterMs + Math.floor(random() * Math.min(1000, budget.retryAfterMs * 0.1 + 1));
+    if (f.deadlineInMs !== null && delayMs >= f.deadlineInMs) {
+      return {
+        outcome: 'failed',
+        error: { ...toErrorRecord(budget, 'retryable'), code: 'budget-exhausted' },
+      };
+    }
+    return { outcome: 'deferred', error: toErrorRecord(budget, 'retryable'), delayMs };
+  }
   const kind = failureClass(f.error);
   if (kind === 'permanent') return { outcome: 'failed', error: toErrorRecord(f.error, 'permanent') };
 

@@ -9,12 +9,15 @@
  * process had died.
  */
 import type { Logger } from 'pino';
+import { chargesFor, type ProviderBudgets } from '../admission/budgets.js';
+import type { RetryBudgetConfig } from '../admission/retry-budget.js';
 import { endAtDeadline } from '../core/decisions.js';
 import { assertPlainJson } from '../core/digest.js';
 import {
   AttemptTimeout,
   CancelRequested,
   DeadlineExceeded,
+  type ErrorRecord,
   isLeaseLost,
   isOperationLimitExceeded,
   LeaseLost,
@@ -52,6 +55,8 @@ export interface AttemptEnv {
   /** Bytes currently held in temporary folders, by attempt: read by metrics. */
   tempBytes: Map<string, number>;
   onEffectCall?(kind: string, effect: string, outcome: string): void;
+  providers: ProviderBudgets;
+  retryBudget: (RetryBudgetConfig & { shard: number }) | false;
 }
 
 export type AttemptReport =
@@ -59,6 +64,40 @@ export type AttemptReport =
   | { outcome: 'written'; end: FinishParams['outcome']; accepted: boolean };
 
 export const controllerKey = (tenant: string, id: string) => `${tenant}\u0000${id}`;
+
+/** The code that marks an operation whose retry the service-wide budget denied. */
+const RETRY_DENIED = 'retry-budget-exhausted';
+
+async function takeRetry(env: AttemptEnv, log: Logger): Promise<boolean> {
+  if (!env.retryBudget) return true;
+  const { allowed } = await env.store.retryBudgetTake(env.retryBudget);
+  if (!allowed) log.warn('retry denied by the service-wide retry budget');
+  return allowed;
+}
+
+/** Back to the queue after a random wait, without using an attempt; never past the deadline. */
+function deferRetry(
+  env: AttemptEnv,
+  cause: ErrorRecord | null,
+  deadlineInMs: number | null,
+): Extract<AttemptEnd, { outcome: 'deferred' | 'failed' }> {
+  const budget = env.retryBudget as RetryBudgetConfig;
+  const delayMs = Math.floor(env.random() * budget.deferMaxMs);
+  if (deadlineInMs !== null && delayMs >= deadlineInMs)
+    return { outcome: 'failed', error: endAtDeadline(false).error! };
+  const lastError =
+    cause?.code === RETRY_DENIED ? (cause.details as { lastError?: unknown })?.lastError : cause;
+  return {
+    outcome: 'deferred',
+    delayMs,
+    error: {
+      code: RETRY_DENIED,
+      message: 'the service-wide retry budget is spent; the retry is deferred',
+      outcome: 'retryable',
+      details: { lastError: lastError ?? null },
+    },
+  };
+}
 
 export async function runAttempt(
   env: AttemptEnv,
@@ -89,10 +128,22 @@ export async function runAttempt(
   } else if (deadlineInMs !== null && deadlineInMs <= 0) {
     // Never start an operation whose deadline has already passed.
     end = { outcome: 'failed', error: endAtDeadline(false).error! };
+  } else if (row.error?.code === RETRY_DENIED && env.retryBudget && !(await takeRetry(env, log))) {
+    // A retry the service-wide budget denied earlier asks again, and is denied again: not now.
+    end = deferRetry(env, row.error, deadlineInMs);
   } else {
     const result = await execute(env, kind, row, lease, deadlineInMs, log);
     if (result === 'crashed') crashed = true;
     end = result === 'crashed' ? { outcome: 'abandon' } : result;
+    // A failure about to be retried draws on the service-wide retry budget; denied, the retry
+    // is marked and deferred (the failed attempt did run, so it counts).
+    if (end.outcome === 'retry' && env.retryBudget && !(await takeRetry(env, log))) {
+      const deferred = deferRetry(env, end.error, deadlineInMs);
+      end =
+        deferred.outcome === 'deferred'
+          ? { outcome: 'retry', delayMs: Math.max(end.delayMs, deferred.delayMs), error: deferred.error }
+          : deferred;
+    }
   }
 
   if (crashed) {
@@ -195,6 +246,8 @@ async function execute(
         effectKey: (name) => env.effectKey(row.tenant, row.id, name),
         retentionMs: kind.limits.effectRetentionMs,
         marginMs: kind.limits.attemptTimeoutMs,
+        maxCalls: kind.limits.maxProviderCalls,
+        charges: (provider, cost) => chargesFor(env.providers, provider, row.tenant, cost),
         failpointInfo: { tenant: row.tenant, id: row.id, attempt: row.attempt },
         checkAlive,
         markCrashed: () => {

@@ -15,6 +15,8 @@ import { EventEmitter } from 'node:events';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import type { ProviderBudgets } from '../admission/budgets.js';
+import type { RetryBudgetConfig } from '../admission/retry-budget.js';
 import { isStoreError, WorkerShutdown } from '../core/errors/index.js';
 import type { EffectKeyFn } from '../effects/effect-key.js';
 import { Heartbeat } from '../queue/heartbeat.js';
@@ -62,7 +64,9 @@ export interface WorkerEnv {
   wakeup: Wakeup;
   retention: RetentionPolicy;
   maxLeaseExpiries: number;
-  onSettled(row: OperationRow, report: AttemptReport): void;
+  providers: ProviderBudgets;
+  retryBudget: RetryBudgetConfig | false;
+  onSettled(row: OperationRow, report: AttemptReport, durationMs?: number): void;
   onEffectCall?(kind: string, effect: string, outcome: string): void;
 }
 
@@ -79,6 +83,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   /** Running attempts' controllers, by tenant and id: for in-process cancel. */
   readonly controllers = new Map<string, AbortController>();
   private readonly tempBytesByAttempt = new Map<string, number>();
+  /** Which retry-budget bucket row this worker counts into: spreads concurrent claimers. */
+  private readonly shard = Math.floor(Math.random() * 16);
   private readonly slots: Map<string, number>;
   private readonly activeByClass = new Map<string, number>();
   private readonly inflight = new Set<Promise<void>>();
@@ -248,6 +254,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
           owner: this.id,
           limit: free,
           leaseMs: this.leaseMs,
+          retryBudget: this.env.retryBudget
+            ? { bucketMs: this.env.retryBudget.bucketMs, shard: this.shard }
+            : undefined,
         }));
         failures = 0;
       } catch (error) {
@@ -266,6 +275,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   private launch(cls: string, row: OperationRow, claimNow: number): void {
     this.activeByClass.set(cls, this.active(cls) + 1);
+    const started = performance.now();
     const run = runAttempt(
       {
         store: this.env.store,
@@ -282,12 +292,18 @@ export class Worker extends EventEmitter<WorkerEvents> {
         tempCheckMs: this.options.tempCheckMs ?? 250,
         tempBytes: this.tempBytesByAttempt,
         onEffectCall: this.env.onEffectCall,
+        providers: this.env.providers,
+        retryBudget: this.env.retryBudget ? { ...this.env.retryBudget, shard: this.shard } : false,
       },
       row,
       claimNow,
     )
       .then((report) => {
-        this.env.onSettled(row, report);
+        this.env.onSettled(
+          row,
+          report,
+          report.outcome === 'written' ? performance.now() - started : undefined,
+        );
         this.emit('attempt', {
           tenant: row.tenant,
           id: row.id,
@@ -296,7 +312,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
           report,
         });
       })
-      .catch((error) => this.log.error({ err: error, operation: row.id }, 'attempt crashed the runner'))
+      .catch((error) =>
+        this.log.error(
+          { err: error, operation: row.id },
+          isStoreError(error)
+            ? 'could not record the end of the attempt; its lease will expire and it will be redelivered'
+            : 'attempt runner failed',
+        ),
+      )
       .finally(() => {
         this.activeByClass.set(cls, this.active(cls) - 1);
         this.inflight.delete(run);
@@ -306,14 +329,19 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.inflight.add(run);
   }
 
-  /** Writes the end of an attempt, retrying briefly while the store is unreachable. */
+  /**
+   * Writes the end of an attempt. While the store is unreachable it keeps trying for as long as
+   * the lease may still be valid; after that the write would be refused anyway (fencing), the
+   * lease expires and the operation is redelivered — with its effects journaled, at no risk.
+   */
   private async finish(params: FinishParams): Promise<boolean> {
+    const giveUpAt = performance.now() + this.leaseMs;
     for (let i = 0; ; i++) {
       try {
         return await this.finisher.add(params);
       } catch (error) {
-        if (!isStoreError(error) || !error.retryable || i >= 4) throw error;
-        await new Promise((r) => setTimeout(r, 100 * 2 ** i));
+        if (!isStoreError(error) || !error.retryable || performance.now() >= giveUpAt) throw error;
+        await new Promise((r) => setTimeout(r, Math.min(2000, 100 * 2 ** i)));
       }
     }
   }

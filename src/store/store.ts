@@ -18,6 +18,8 @@
 import type { ErrorRecord } from '../core/errors/index.js';
 import type {
   AttemptRow,
+  BudgetCharge,
+  BudgetUsage,
   CancelOutcome,
   ClaimParams,
   ClaimResult,
@@ -35,6 +37,8 @@ import type {
   ReconcileParams,
   RescuedOperation,
   RescueParams,
+  RetryBudgetParams,
+  RetryBudgetStats,
   SubmitOutcome,
   SubmitParams,
 } from './types.js';
@@ -67,6 +71,8 @@ export interface Store {
   effectList(params: { tenant: string; id: string }): Promise<EffectRow[]>;
   eventList(params: { tenant: string; id: string }): Promise<EventRow[]>;
   queueStats(): Promise<QueueStat[]>;
+  /** Waiting operations per class, all tenants together (the class's global queue bound). */
+  classStats(): Promise<Array<{ class: string; waiting: number }>>;
 
   /** Claims up to `limit` ready operations of a class, rotating fairly across tenants. */
   operationClaimMany(params: ClaimParams): Promise<ClaimResult>;
@@ -75,13 +81,24 @@ export interface Store {
   /** Ends attempts. Returns, per item, whether the fenced write took effect. */
   attemptFinishMany(items: FinishParams[]): Promise<boolean[]>;
 
-  /** Step 3 of the effect protocol: the durable `pending` row (or the existing row). Fenced. */
+  /**
+   * Steps 2 and 3 of the effect protocol in one transaction: draws on the budgets, then writes
+   * the durable `pending` row (or returns the existing one). Fenced. Over a budget nothing is
+   * written and `BudgetExhausted` is thrown; over `maxCalls`, `OperationLimitExceeded`.
+   */
   effectBegin(params: EffectBeginParams): Promise<EffectBeginResult>;
   /**
    * Records one more request about to be sent under an existing key (`pending` or `absent`).
    * From `absent` nothing is uncertain, so the retention window restarts now. Fenced.
    */
-  effectRecordSend(params: { lease: LeaseRef; name: string }): Promise<{ row: EffectRow; now: number }>;
+  effectRecordSend(params: {
+    lease: LeaseRef;
+    name: string;
+    /** Reserved again only when sending from `absent` (the earlier reservation was released). */
+    spend?: BudgetCharge[];
+    rates?: BudgetCharge[];
+    maxCalls?: number;
+  }): Promise<{ row: EffectRow; now: number }>;
   /** A `pending` effect is known not to have happened (definite refusal, confirmed lookup). Fenced. */
   effectMarkAbsent(params: { lease: LeaseRef; name: string }): Promise<boolean>;
   effectMarkCommitted(params: {
@@ -99,6 +116,15 @@ export interface Store {
   }): Promise<{ row: OperationRow; outcome: CancelOutcome } | undefined>;
   operationRedrive(params: { tenant: string; id: string; by: string; reason: string }): Promise<OperationRow>;
   operationReconcile(params: ReconcileParams): Promise<OperationRow>;
+
+  /**
+   * The service-wide retry budget: allows one retry if retries in the window stay under
+   * `floor + ratio × first attempts`, and counts it; otherwise counts a denial.
+   */
+  retryBudgetTake(params: RetryBudgetParams): Promise<{ allowed: boolean }>;
+  retryBudgetStats(params: { windowMs: number }): Promise<RetryBudgetStats>;
+  /** Budget windows in use (spend reserved and committed, calls made), current and recent. */
+  budgetUsage(params: { prefix?: string; since: number }): Promise<BudgetUsage[]>;
 
   /** Moves operations whose lease expired back to the queue, or parks them. */
   leaseRescue(params: RescueParams): Promise<RescuedOperation[]>;

@@ -53,6 +53,7 @@ export interface LeaseRef {
 }
 
 export type AttemptOutcome =
+  | 'deferred'
   | 'succeeded'
   | 'failed'
   | 'retry'
@@ -123,6 +124,8 @@ export interface QueueLimits {
   maxWaiting?: number | null;
   /** Share of the class's claims relative to other tenants (fair scheduling). Default 1. */
   weight?: number;
+  /** Waiting operations of the whole class (all tenants); beyond it a submit is refused. */
+  maxQueued?: number | null;
 }
 
 export interface SubmitParams {
@@ -146,13 +149,21 @@ export type SubmitOutcome =
   | { status: 'existing'; row: OperationRow }
   | { status: 'conflict'; row: OperationRow }
   | { status: 'expired'; digestMatches: boolean }
-  | { status: 'rejected'; reason: 'tenant-queue-full' | 'class-queue-full'; retryAfterMs: number };
+  | {
+      status: 'rejected';
+      reason: 'tenant-queue-full' | 'class-queue-full';
+      /** The counts that refused it, for the engine's retry-after estimate. */
+      waiting: number;
+      running: number;
+    };
 
 export interface ClaimParams {
   class: string;
   owner: string;
   limit: number;
   leaseMs: number;
+  /** Count the first attempts claimed into the service-wide retry budget's current bucket. */
+  retryBudget?: { bucketMs: number; shard: number };
 }
 
 export interface ClaimResult {
@@ -176,7 +187,21 @@ export type FinishParams = { lease: LeaseRef } & (
   | { outcome: 'cancelled' }
   /** Interrupted (shutdown): back to the queue without consuming an attempt. */
   | { outcome: 'released' }
+  /** Not run now (a budget said wait): back to the queue after `delayMs`, the attempt not consumed. */
+  | { outcome: 'deferred'; delayMs: number; error: ErrorRecord }
 );
+
+/**
+ * One budget an effect draws on, counted in fixed windows of `windowMs` across all processes:
+ * a spend budget (units of `cost`) or a call-rate cap (cost 1 per request).
+ */
+export interface BudgetCharge {
+  /** e.g. `spend:payments:tenant:North`, `spend:payments:*`, `rate:payments`. */
+  key: string;
+  limit: number;
+  windowMs: number;
+  cost: number;
+}
 
 export interface EffectBeginParams {
   lease: LeaseRef;
@@ -184,6 +209,36 @@ export interface EffectBeginParams {
   key: string;
   provider?: string | null;
   cost?: number | null;
+  /** Spend reserved when the `pending` row is written; committed or released with the effect. */
+  spend?: BudgetCharge[];
+  /** Call-rate caps, drawn on by every request sent (never released). */
+  rates?: BudgetCharge[];
+  /** Requests (sends) the whole operation may make; beyond it the effect is refused. */
+  maxCalls?: number;
+}
+
+export interface BudgetUsage {
+  key: string;
+  windowStart: number;
+  windowMs: number | null;
+  reserved: number;
+  committed: number;
+}
+
+export interface RetryBudgetParams {
+  windowMs: number;
+  bucketMs: number;
+  /** Retries allowed per first attempt in the window (0.1: at most 10%). */
+  ratio: number;
+  /** Retries always allowed in a window, so a quiet service can still retry. */
+  floor: number;
+  shard: number;
+}
+
+export interface RetryBudgetStats {
+  firstAttempts: number;
+  retries: number;
+  denials: number;
 }
 
 export interface EffectBeginResult {

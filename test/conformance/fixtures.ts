@@ -116,6 +116,19 @@ export async function expectCountersTrue(store: Store, rows?: OperationRow[]): P
     });
   }
   for (const key of truth.keys()) expect(seen.has(key), `queueStats has no row for ${key}`).toBe(true);
+  // The class totals (the global queue bound) equal the sum of their tenants' waiting.
+  const byClass = new Map<string, number>();
+  for (const [key, c] of truth)
+    byClass.set(key.split('|')[0]!, (byClass.get(key.split('|')[0]!) ?? 0) + c.waiting);
+  for (const c of await store.classStats()) {
+    expect({ class: c.class, waiting: c.waiting }).toEqual({
+      class: c.class,
+      waiting: byClass.get(c.class) ?? 0,
+    });
+    byClass.delete(c.class);
+  }
+  for (const [cls, waiting] of byClass)
+    expect({ class: cls, waiting }, 'classStats has no row').toEqual({ class: cls, waiting: 0 });
 }
 
 export const LEASE_MS = 30_000;

@@ -19,6 +19,7 @@
  * After every case the queue counters are compared with the true counts of the store.
  */
 import { describe, expect, it } from 'vitest';
+import { admissionCases } from './cases/admission.js';
 import { effectCases } from './cases/effects.js';
 import { finishCases } from './cases/finish.js';
 import { identityCases } from './cases/identity.js';
@@ -88,6 +89,7 @@ export function describeStoreConformance(
     finishCases(root);
     operatorCases(root);
     schedulingCases(root);
+    admissionCases(root);
 
     it('every skip names a case of the suite and gives a reason', () => {
       for (const skip of skips) {

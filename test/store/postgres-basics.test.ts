@@ -12,7 +12,13 @@ import { isSluiceError } from '../../src/core/errors/index.js';
 import { classifyPgError, type PostgresStore, postgresStore } from '../../src/store/postgres/index.js';
 import { sqliteStore } from '../../src/store/sqlite/index.js';
 import type { Store } from '../../src/store/store.js';
-import type { OperationRow, SubmitParams } from '../../src/store/types.js';
+import type {
+  BudgetCharge,
+  ClaimParams,
+  OperationRow,
+  SubmitOutcome,
+  SubmitParams,
+} from '../../src/store/types.js';
 import { FakeClock } from '../../src/testing/fake-clock.js';
 import { freePort, type PgTestDatabase, startPostgres } from '../helpers/postgres.js';
 
@@ -45,7 +51,10 @@ function item(over: Partial<SubmitParams> & { input?: unknown } = {}): SubmitPar
 }
 
 /** Stores on one migrated schema, each with its own pool: stand-ins for separate processes. */
-async function processes(n: number, options: { clock?: FakeClock } = {}): Promise<PostgresStore[]> {
+async function processes(
+  n: number,
+  options: { clock?: FakeClock; poolSize?: number } = {},
+): Promise<PostgresStore[]> {
   const schema = db.freshSchema();
   const stores = Array.from({ length: n }, () => db.store({ schema, poolSize: 3, ...options }));
   await stores[0]!.migrate();
@@ -73,7 +82,10 @@ describe('migrations', () => {
       const { rows } = await client.query(
         `SELECT version, name FROM "${schema}".migrations ORDER BY version`,
       );
-      expect(rows).toEqual([{ version: 1, name: 'init' }]);
+      expect(rows).toEqual([
+        { version: 1, name: 'init' },
+        { version: 2, name: 'admission' },
+      ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
           WHERE n.nspname = $1 ORDER BY 1`,
@@ -408,6 +420,306 @@ describe('leases and the journal', () => {
     expect(await codeOf(store!.effectBegin({ lease, name: 'charge', key: 'k' }))).toBe('cancel-requested');
     expect(await store!.attemptFinishMany([{ lease, outcome: 'cancelled' }])).toEqual([true]);
     expect((await store!.operationGet({ tenant: 'North', id: 'op-1' }))?.state).toBe('cancelled');
+  });
+});
+
+describe('admission and budgets across processes', () => {
+  const HOUR = 3_600_000;
+  const leaseOf = (r: OperationRow) => ({ tenant: r.tenant, id: r.id, epoch: r.epoch });
+
+  /** Claims every ready operation of the class (several claims: a claim serves `limit` at most). */
+  async function claimAll(
+    store: Store,
+    want: number,
+    extra: Partial<ClaimParams> = {},
+  ): Promise<OperationRow[]> {
+    const rows: OperationRow[] = [];
+    for (let i = 0; i < 20 && rows.length < want; i++) {
+      const claimed = await store.operationClaimMany({
+        class: 'default',
+        owner: 'w',
+        limit: want - rows.length,
+        leaseMs: 60_000,
+        ...extra,
+      });
+      if (claimed.rows.length === 0) break;
+      rows.push(...claimed.rows);
+    }
+    return rows;
+  }
+
+  /** Settles every promise; the successes and the error codes of the refusals. */
+  async function outcomes<T>(promises: Array<Promise<T>>): Promise<{ ok: T[]; codes: string[] }> {
+    const settled = await Promise.allSettled(promises);
+    const ok: T[] = [];
+    const codes: string[] = [];
+    for (const s of settled) {
+      if (s.status === 'fulfilled') ok.push(s.value);
+      else if (isSluiceError(s.reason)) codes.push(s.reason.code);
+      else throw s.reason;
+    }
+    return { ok, codes };
+  }
+
+  it('never overspends a spend budget when two processes draw on it at once, all or nothing', async () => {
+    const clock = new FakeClock();
+    const stores = await processes(2, { clock, poolSize: 6 });
+    const tenants = ['A', 'B', 'C', 'D'];
+    await stores[0]!.operationSubmitMany(
+      Array.from({ length: 40 }, (_, i) => item({ tenant: tenants[i % 4]!, id: `op-${i}` })),
+    );
+    const rows = await claimAll(stores[0]!, 40);
+    expect(rows).toHaveLength(40);
+    // Each effect costs 100 and draws on its tenant's budget (400: 16 would fit in all) and on the
+    // global one (1,000: 10 fit). Neither row exists yet: the first draws of the window race to
+    // create them.
+    const spendOf = (tenant: string, cost = 100): BudgetCharge[] => [
+      { key: `spend:pay:tenant:${tenant}`, limit: 400, windowMs: HOUR, cost },
+      { key: 'spend:pay:*', limit: 1000, windowMs: HOUR, cost },
+    ];
+    const begin = (r: OperationRow, i: number) =>
+      stores[i % 2]!.effectBegin({
+        lease: leaseOf(r),
+        name: 'charge',
+        key: `k-${r.id}`,
+        spend: spendOf(r.tenant),
+      });
+    const first = await outcomes(rows.map(begin));
+    expect(first.ok).toHaveLength(10);
+    expect(first.codes).toEqual(Array(30).fill('budget-exhausted'));
+
+    const usage = await stores[1]!.budgetUsage({ prefix: 'spend:pay:', since: clock.now() });
+    const global = usage.find((u) => u.key === 'spend:pay:*');
+    expect(global).toMatchObject({ reserved: 1000, committed: 0 });
+    // All or nothing: every tenant's reservation is exactly its share of the global one.
+    const won = first.ok.map((r) => r.row);
+    for (const tenant of tenants) {
+      const own = won.filter((e) => e.tenant === tenant).length;
+      expect(own).toBeLessThanOrEqual(4);
+      const reserved = usage.find((u) => u.key === `spend:pay:tenant:${tenant}`)?.reserved ?? 0;
+      expect({ tenant, reserved }).toEqual({ tenant, reserved: own * 100 });
+    }
+    // A refusal wrote nothing: no effect row, no point of no return.
+    const losers = rows.filter((r) => !won.some((e) => e.id === r.id));
+    for (const r of losers.slice(0, 5)) {
+      expect(await stores[0]!.effectList({ tenant: r.tenant, id: r.id })).toEqual([]);
+      expect((await stores[0]!.operationGet({ tenant: r.tenant, id: r.id }))?.effectStartedAt).toBeNull();
+    }
+
+    // Settled from both processes at once: five committed, five failed (their spend released).
+    await Promise.all(
+      won.map((e, i) => {
+        const lease = leaseOf(rows.find((r) => r.id === e.id)!);
+        return i % 2 === 0
+          ? stores[i % 2]!.effectMarkCommitted({ lease, name: 'charge', result: 1, reference: null })
+          : stores[i % 2]!.effectMarkFailed({
+              lease,
+              name: 'charge',
+              error: { code: 'declined', message: 'no' },
+            });
+      }),
+    );
+    const settled = (await stores[0]!.budgetUsage({ prefix: 'spend:pay:*', since: clock.now() }))[0];
+    expect(settled).toMatchObject({ reserved: 0, committed: 500 });
+    // The 500 released fit five more, whichever tenants race for them.
+    const second = await outcomes(losers.map(begin));
+    expect(second.ok).toHaveLength(5);
+    expect(second.codes).toEqual(Array(25).fill('budget-exhausted'));
+    expect((await stores[1]!.budgetUsage({ prefix: 'spend:pay:*', since: clock.now() }))[0]).toMatchObject({
+      reserved: 500,
+      committed: 500,
+    });
+  });
+
+  it('never lets concurrent sends pass a call-rate cap', async () => {
+    const clock = new FakeClock();
+    const stores = await processes(3, { clock, poolSize: 4 });
+    await stores[0]!.operationSubmitMany(Array.from({ length: 30 }, (_, i) => item({ id: `op-${i}` })));
+    const rows = await claimAll(stores[0]!, 30);
+    const rates: BudgetCharge[] = [{ key: 'rate:pay', limit: 7, windowMs: 1000, cost: 1 }];
+    const { ok, codes } = await outcomes(
+      rows.map((r, i) => stores[i % 3]!.effectBegin({ lease: leaseOf(r), name: 'charge', key: r.id, rates })),
+    );
+    expect(ok).toHaveLength(7);
+    expect(codes).toEqual(Array(23).fill('budget-exhausted'));
+    expect(await stores[2]!.budgetUsage({ prefix: 'rate:', since: clock.now() })).toEqual([
+      {
+        key: 'rate:pay',
+        windowStart: clock.now() - (clock.now() % 1000),
+        windowMs: 1000,
+        reserved: 0,
+        committed: 7,
+      },
+    ]);
+  });
+
+  it('never exceeds maxQueued under concurrent submits of many tenants from several processes', async () => {
+    const stores = await processes(3, { poolSize: 4 });
+    const limits = { maxQueued: 25, maxWaiting: 2 };
+    // 20 tenants × 3 operations, in batches that mix tenants and classes in varying order
+    // (the uncapped `bulk` class shares the batches: its class row is locked with the others).
+    const batches: SubmitParams[][] = [];
+    for (let b = 0; b < 30; b++) {
+      const batch: SubmitParams[] = [];
+      for (let k = 0; k < 2; k++) {
+        const n = b * 2 + k;
+        batch.push(item({ tenant: `T${(n * 7) % 20}`, id: `op-${n}`, limits }));
+      }
+      if (b % 3 === 0) batch.push(item({ tenant: `T${b % 20}`, id: `bulk-${b}`, class: 'bulk', limits: {} }));
+      batches.push(b % 2 === 0 ? batch : batch.reverse());
+    }
+    const results = (
+      await Promise.all(batches.map((batch, i) => stores[i % 3]!.operationSubmitMany(batch)))
+    ).flat();
+    expect(results).toHaveLength(70);
+    const created = results.filter((o) => o.status === 'created');
+    const bulk = created.filter((o) => o.status === 'created' && o.row.class === 'bulk');
+    expect(bulk).toHaveLength(10);
+    expect(created.length - bulk.length).toBe(25);
+    const rejected = results.filter((o) => o.status === 'rejected');
+    expect(rejected).toHaveLength(35);
+    for (const o of rejected) {
+      if (o.status !== 'rejected') continue;
+      // Each refusal carries the count that refused it, never past the bound.
+      if (o.reason === 'class-queue-full') expect(o.waiting).toBe(25);
+      else expect(o).toMatchObject({ reason: 'tenant-queue-full', waiting: 2 });
+    }
+    expect(await stores[1]!.classStats()).toEqual([
+      { class: 'bulk', waiting: 10 },
+      { class: 'default', waiting: 25 },
+    ]);
+    const stats = await stores[2]!.queueStats();
+    expect(stats.filter((s) => s.class === 'default').reduce((n, s) => n + s.waiting, 0)).toBe(25);
+    expect(stats.every((s) => s.class === 'bulk' || s.waiting <= 2)).toBe(true);
+  });
+
+  it('keeps the class count exact and under maxQueued while claims race the submits', async () => {
+    const stores = await processes(3, { poolSize: 4 });
+    const limits = { maxQueued: 10 };
+    let claimed = 0;
+    const submitter = async (store: PostgresStore, s: number) => {
+      const out: SubmitOutcome[] = [];
+      for (let i = 0; i < 15; i++) {
+        out.push(
+          ...(await store.operationSubmitMany([
+            item({ tenant: `T${(s + i) % 6}`, id: `s${s}-${i}-a`, limits }),
+            item({ tenant: `T${(s + 2 * i) % 6}`, id: `s${s}-${i}-b`, limits }),
+          ])),
+        );
+      }
+      return out;
+    };
+    const claimer = async (store: PostgresStore) => {
+      for (let i = 0; i < 15; i++) {
+        // Read after the await: `claimed += await …` would add to a stale total.
+        const { rows } = await store.operationClaimMany({
+          class: 'default',
+          owner: 'w',
+          limit: 2,
+          leaseMs: 60_000,
+        });
+        claimed += rows.length;
+      }
+    };
+    const [a, b] = await Promise.all([
+      submitter(stores[0]!, 0),
+      submitter(stores[1]!, 1),
+      claimer(stores[2]!),
+      claimer(stores[0]!),
+    ]);
+    const created = [...a!, ...b!].filter((o) => o.status === 'created').length;
+    const [cls] = await stores[2]!.classStats();
+    expect(cls).toEqual({ class: 'default', waiting: created - claimed });
+    expect(cls!.waiting).toBeLessThanOrEqual(10);
+    const stats = await stores[1]!.queueStats();
+    expect(stats.reduce((n, s) => n + s.waiting, 0)).toBe(created - claimed);
+    expect(stats.reduce((n, s) => n + s.running, 0)).toBe(claimed);
+  });
+
+  it('never lets concurrent retry takes exceed floor + ratio × first attempts', async () => {
+    const clock = new FakeClock();
+    const stores = await processes(3, { clock, poolSize: 4 });
+    const budget = { windowMs: 60_000, bucketMs: 1000, ratio: 0.1, floor: 2 };
+    const submit = (prefix: string, n: number) =>
+      stores[0]!.operationSubmitMany(
+        Array.from({ length: n }, (_, i) => item({ tenant: `T${i % 5}`, id: `${prefix}${i}` })),
+      );
+    // Claims in three processes count the first attempts they start, each into its own shard. A
+    // claimer that finds the queue rows held by the others stops early; the last one sweeps up.
+    const claimRest = async (want: number) => {
+      const raced = await Promise.all(
+        stores.map((s, shard) => claimAll(s, want, { limit: 2, retryBudget: { bucketMs: 1000, shard } })),
+      );
+      const n = raced.flat().length;
+      return n + (await claimAll(stores[0]!, want - n, { retryBudget: { bucketMs: 1000, shard: 0 } })).length;
+    };
+    await submit('op-', 30);
+    expect(await claimRest(30)).toBe(30);
+    const takes = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => stores[i % 3]!.retryBudgetTake({ ...budget, shard: i % 3 })),
+    );
+    // 2 + 10% of 30 = 5.
+    expect(takes.filter((t) => t.allowed)).toHaveLength(5);
+    expect(await stores[1]!.retryBudgetStats({ windowMs: 60_000 })).toEqual({
+      firstAttempts: 30,
+      retries: 5,
+      denials: 35,
+    });
+
+    // Takes racing claims that start 20 more first attempts: never more than the final budget.
+    await submit('more-', 20);
+    const [more, claimedMore] = await Promise.all([
+      Promise.all(
+        Array.from({ length: 40 }, (_, i) => stores[i % 3]!.retryBudgetTake({ ...budget, shard: i % 3 })),
+      ),
+      claimRest(20),
+    ]);
+    expect(claimedMore).toBe(20);
+    const allowed = 5 + more.filter((t) => t.allowed).length;
+    expect(allowed).toBeLessThanOrEqual(2 + 0.1 * 50);
+    expect(await stores[2]!.retryBudgetStats({ windowMs: 60_000 })).toEqual({
+      firstAttempts: 50,
+      retries: allowed,
+      denials: 80 - allowed,
+    });
+  });
+
+  it('purges budget windows and retry buckets a day after they ended, as SQLite does', async () => {
+    const scenario = async (store: Store, clock: FakeClock) => {
+      await store.operationSubmitMany([item({ id: 'a' }), item({ id: 'b' })]);
+      const [a, b] = await claimAll(store, 2, { retryBudget: { bucketMs: 1000, shard: 0 } });
+      const charge = (windowMs: number): BudgetCharge[] => [
+        { key: `spend:w${windowMs}`, limit: 100, windowMs, cost: 1 },
+      ];
+      await store.effectBegin({ lease: leaseOf(a!), name: 'short', key: 'ka', spend: charge(1000) });
+      await store.effectBegin({ lease: leaseOf(b!), name: 'long', key: 'kb', spend: charge(2 * 86_400_000) });
+      const purge = { retentionMs: 86_400_000 * 30, tombstoneMs: 86_400_000 * 60, limit: 10 };
+      const remaining = async () =>
+        (await store.budgetUsage({ since: 0 }))
+          .map((u) => u.key)
+          .concat(String((await store.retryBudgetStats({ windowMs: 10 * 86_400_000 })).firstAttempts));
+      clock.advance(86_400_000);
+      await store.retentionPurge(purge);
+      const before = await remaining();
+      clock.advance(2000);
+      await store.retentionPurge(purge);
+      return { before, after: await remaining() };
+    };
+    const clock = new FakeClock();
+    const [pg] = await processes(1, { clock });
+    const liteClock = new FakeClock();
+    const lite = sqliteStore({ path: ':memory:', clock: liteClock });
+    await lite.migrate();
+    try {
+      const expected = await scenario(lite, liteClock);
+      expect(expected).toEqual({
+        before: ['spend:w1000', 'spend:w172800000', '2'],
+        after: ['spend:w172800000', '0'],
+      });
+      expect(await scenario(pg!, clock)).toEqual(expected);
+    } finally {
+      await lite.close();
+    }
   });
 });
 

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   Ambiguous,
   AttemptTimeout,
+  BudgetExhausted,
   CancelRequested,
   DeadlineExceeded,
   EffectConflict,
@@ -33,6 +34,8 @@ describe('classifying the end of an attempt', () => {
     expect(end({ error: new Ambiguous('reset') })).toBe('retry');
     expect(end({ error: new TypeError('bug') })).toBe('retry');
     expect(end({ error: new EffectConflict('key reused') })).toBe('dead');
+    expect(end({ error: new BudgetExhausted('spend:p:*', 5000) })).toBe('deferred');
+    expect(end({ error: new Permanent('over budget', { code: 'budget-exhausted' }) })).toBe('failed');
     expect(end({ error: new EffectOutcomeUnknown('charge', 'past retention') })).toBe('needs_reconciliation');
     expect(end({ error: new LeaseLost('x') })).toBe('abandon');
     expect(end({ error: new Error('aborted'), abortReason: new LeaseLost('x') })).toBe('abandon');

@@ -1,4 +1,5 @@
 /** @module core/errors — every error Sluice raises; codes are listed in docs/errors.md. */
+export * from './budget-errors.js';
 export * from './capacity-errors.js';
 export * from './input-errors.js';
 export * from './interruptions.js';

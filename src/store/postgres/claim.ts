@@ -7,6 +7,9 @@
  * take the same operation, and never exceed a tenant's `max_running` (it is read from the
  * locked row and updated before the lock is released).
  *
+ * With `retryBudget`, the function also counts the first attempts it started into the retry
+ * budget's current bucket (retry-budget.ts), in the same transaction.
+ *
  * The store's `now` is fixed once, before the function runs, and returned with the rows: with
  * no rows claimed the single result row carries only `now`.
  */
@@ -16,7 +19,7 @@ import { ms, num, type PgRow, toOperationRow } from './rows.js';
 
 const SQL = `SELECT n.now AS claim_now, c.*
   FROM (SELECT {s}.now_ms($5::bigint) AS now) n
-  LEFT JOIN LATERAL {s}.claim($1, $2, $3, $4, n.now) c ON true`;
+  LEFT JOIN LATERAL {s}.claim($1, $2, $3, $4, n.now, $6::bigint, $7::integer) c ON true`;
 
 /** Claims up to `p.limit` ready operations of `p.class` for `p.owner`, one round trip. */
 export async function claimMany(ctx: PgContext, p: ClaimParams): Promise<ClaimResult> {
@@ -26,6 +29,8 @@ export async function claimMany(ctx: PgContext, p: ClaimParams): Promise<ClaimRe
     p.limit,
     ms(p.leaseMs),
     ctx.now(),
+    p.retryBudget ? ms(p.retryBudget.bucketMs) : null,
+    p.retryBudget?.shard ?? null,
   ]);
   const now = num(rows[0]?.claim_now) ?? Date.now();
   return { now, rows: rows.filter((r) => r.seq !== null).map(toOperationRow) };

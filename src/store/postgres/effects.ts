@@ -1,30 +1,66 @@
 /**
  * @module store/postgres/effects
- * The effect journal (the rules of store/sqlite/effects.ts), one statement per call.
+ * The effect journal (the rules of store/sqlite/effects.ts), one function call per write, each
+ * one round trip and one transaction:
  *
- * `begin` is the migration's `effect_begin` function: it checks the lease and that no cancel is
- * pending, marks the point of no return and writes the `pending` row, all under the operation's
- * row lock, the lock cancel takes too. The other writes are fenced by a `FOR SHARE` lock on the
- * operation row held by the lease: a rescuer or claimer changing the row waits for the write,
- * and a write after the lease moved on finds no row and changes nothing.
+ * - `begin` (steps 2 and 3 of the protocol) is the migration's `effect_begin`: under the
+ *   operation's row lock (the lock cancel takes too) it checks the lease and that no cancel is
+ *   pending, returns an existing row, else checks the request cap, draws on the budgets (all or
+ *   nothing, under the budget rows' locks), marks the point of no return and writes `pending`.
+ *   A refusal writes nothing and comes back as a status, turned here into `BudgetExhausted` or
+ *   `OperationLimitExceeded`.
+ * - `recordSend` is `effect_record_send`: the same lock and checks for one more request.
+ * - The marks are `effect_mark`, fenced by a share lock on the operation row held by the lease;
+ *   they settle the effect's spend reservations (committed: commit; absent, failed: release).
  */
 import {
+  BudgetExhausted,
   CancelRequested,
   type ErrorRecord,
   InvalidStateTransition,
   LeaseLost,
+  OperationLimitExceeded,
 } from '../../core/errors/index.js';
-import type { EffectBeginParams, EffectBeginResult, EffectRow, LeaseRef } from '../types.js';
+import type { BudgetCharge, EffectBeginParams, EffectBeginResult, EffectRow, LeaseRef } from '../types.js';
+import { chargeArrays } from './budgets.js';
 import type { PgContext } from './connection.js';
 import { jsonText, num, type PgRow, toEffectRow } from './rows.js';
 
-const BEGIN = `SELECT r.status, r.clock, (r.eff).*
-  FROM {s}.effect_begin($1::bigint, $2, $3, $4, $5, $6, $7, $8::bigint) r`;
+/** What effect_begin and effect_record_send return besides the effect row. */
+interface Refusable extends PgRow {
+  status: string;
+  clock: string;
+  refused_by: string | null;
+  retry_after: string | null;
+  calls: string | null;
+}
 
-/** Step 3 of the effect protocol; throws `LeaseLost` or `CancelRequested` when refused. */
+/** Turns a refusal status into its error; returns for the statuses that carry a row. */
+function throwIfRefused(r: Refusable | undefined, lease: LeaseRef, maxCalls: number | undefined): asserts r {
+  switch (r?.status) {
+    case undefined:
+    case 'lease-lost':
+      throw new LeaseLost(lease.id);
+    case 'cancel-requested':
+      throw new CancelRequested(lease.id);
+    case 'call-limit':
+      throw new OperationLimitExceeded(
+        'provider-calls',
+        `operation ${lease.id} has made ${num(r.calls)} provider requests; its limit is ${maxCalls}`,
+      );
+    case 'budget-exhausted':
+      throw new BudgetExhausted(r.refused_by!, num(r.retry_after)!);
+  }
+}
+
+const BEGIN = `SELECT r.status, r.clock, r.refused_by, r.retry_after, r.calls, (r.eff).*
+  FROM {s}.effect_begin($1::bigint, $2, $3, $4, $5, $6, $7, $8::bigint, $9::text[], $10::bigint[], $11::bigint[],
+                        $12::bigint[], $13::boolean[], $14::integer) r`;
+
+/** Steps 2 and 3 of the effect protocol; throws when refused (see the module header). */
 export async function effectBegin(ctx: PgContext, p: EffectBeginParams): Promise<EffectBeginResult> {
   const { lease } = p;
-  const [r] = await ctx.query<PgRow & { status: string; clock: string }>(BEGIN, [
+  const [r] = await ctx.query<Refusable>(BEGIN, [
     ctx.now(),
     lease.tenant,
     lease.id,
@@ -33,88 +69,55 @@ export async function effectBegin(ctx: PgContext, p: EffectBeginParams): Promise
     p.key,
     p.provider ?? null,
     p.cost === undefined || p.cost === null ? null : Math.round(p.cost),
+    ...chargeArrays(p),
+    p.maxCalls ?? null,
   ]);
-  if (!r || r.status === 'lease-lost') throw new LeaseLost(lease.id);
-  if (r.status === 'cancel-requested') throw new CancelRequested(lease.id);
+  throwIfRefused(r, lease, p.maxCalls);
   return { row: toEffectRow(r), created: r.status === 'created', now: num(r.clock)! };
 }
 
-/**
- * The lease's operation row, locked against a rescue or claim for the rest of the statement.
- * Found by its (tenant, id) key, then read by `seq`: a `state` condition next to the key could
- * be planned as a scan of every running row.
- */
-const FENCE = `SELECT 1 FROM {s}.operations
-   WHERE seq = (SELECT x.seq FROM {s}.operations x WHERE x.tenant = $1 AND x.id = $2)
-     AND epoch = $3 AND state = 'running'
-     FOR SHARE`;
+const RECORD_SEND = `SELECT r.status, r.clock, r.refused_by, r.retry_after, r.calls, r.was, (r.eff).*
+  FROM {s}.effect_record_send($1::bigint, $2, $3, $4, $5, $6::text[], $7::bigint[], $8::bigint[], $9::bigint[],
+                              $10::boolean[], $11::integer) r`;
 
-// The fence also refuses while a cancel is pending: a cancel accepted while every earlier request
-// was refused (`absent`) wins over a new send, as it does over a new effect.
-const RECORD_SEND = `WITH fence AS (${FENCE.replace("AND state = 'running'", "AND state = 'running' AND cancel IS DISTINCT FROM 'requested'")}),
-       t AS (SELECT {s}.now_ms($5::bigint) AS now)
-  UPDATE {s}.effects e SET sends = e.sends + 1, last_sent_at = t.now, epoch = $3, state = 'pending',
-         first_sent_at = CASE WHEN e.state = 'absent' THEN t.now ELSE e.first_sent_at END
-    FROM t
-   WHERE e.tenant = $1 AND e.op_id = $2 AND e.name = $4 AND e.state IN ('pending', 'absent')
-     AND EXISTS (SELECT 1 FROM fence)
-  RETURNING e.*, t.now AS clock`;
-
-/** One more request under an existing key (`pending` or `absent`); throws `LeaseLost` when fenced out. */
+/** One more request under an existing key (`pending` or `absent`); throws when refused. */
 export async function effectRecordSend(
   ctx: PgContext,
-  lease: LeaseRef,
-  name: string,
+  p: { lease: LeaseRef; name: string; spend?: BudgetCharge[]; rates?: BudgetCharge[]; maxCalls?: number },
 ): Promise<{ row: EffectRow; now: number }> {
-  const [r] = await ctx.query<PgRow & { clock: string }>(RECORD_SEND, [
+  const { lease, name } = p;
+  const [r] = await ctx.query<Refusable & { was: string | null }>(RECORD_SEND, [
+    ctx.now(),
     lease.tenant,
     lease.id,
     lease.epoch,
     name,
-    ctx.now(),
+    ...chargeArrays(p),
+    p.maxCalls ?? null,
   ]);
-  if (!r) {
-    // Why was it refused? Rare path: one more read to name the cause precisely.
-    const [why] = await ctx.query<{ cancel: string | null; effect: string | null }>(
-      `SELECT o.cancel, (SELECT e.state FROM {s}.effects e WHERE e.tenant = $1 AND e.op_id = $2 AND e.name = $4) AS effect
-         FROM {s}.operations o WHERE o.tenant = $1 AND o.id = $2 AND o.epoch = $3 AND o.state = 'running'`,
-      [lease.tenant, lease.id, lease.epoch, name],
-    );
-    if (!why) throw new LeaseLost(lease.id);
-    if (why.cancel === 'requested') throw new CancelRequested(lease.id);
-    throw new InvalidStateTransition('send under', why.effect ?? 'missing', `${lease.id}/${name}`);
-  }
+  throwIfRefused(r, lease, p.maxCalls);
+  if (r.status === 'invalid')
+    throw new InvalidStateTransition('send under', r.was ?? 'missing', `${lease.id}/${name}`);
   return { row: toEffectRow(r), now: num(r.clock)! };
 }
 
-const MARK_ABSENT = `WITH fence AS (${FENCE})
-  UPDATE {s}.effects SET state = 'absent', epoch = $3
-   WHERE tenant = $1 AND op_id = $2 AND name = $4 AND state = 'pending' AND EXISTS (SELECT 1 FROM fence)
-  RETURNING 1`;
+const MARK = `SELECT {s}.effect_mark($1::bigint, $2, $3, $4, $5, $6, $7, $8, $9) AS ok`;
 
-/** A `pending` effect certainly did not happen. False when fenced out or not pending. */
-export async function effectMarkAbsent(ctx: PgContext, lease: LeaseRef, name: string): Promise<boolean> {
-  const rows = await ctx.query(MARK_ABSENT, [lease.tenant, lease.id, lease.epoch, name]);
-  return rows.length === 1;
-}
-
-const MARK = `WITH fence AS (${FENCE})
-  UPDATE {s}.effects SET state = $5, result = $6, reference = $7, error = $8,
-         committed_at = CASE WHEN $5 = 'committed' THEN {s}.now_ms($9::bigint) END, epoch = $3
-   WHERE tenant = $1 AND op_id = $2 AND name = $4 AND state IN ('pending', 'absent')
-     AND EXISTS (SELECT 1 FROM fence)
-  RETURNING 1`;
-
-/** The effect is `committed` (with its result) or `failed` for good. False when fenced out. */
+/**
+ * Ends an effect's uncertainty: `absent` (from `pending`), `committed` with its result or
+ * `failed` for good (from `pending` or `absent`). False when fenced out or in another state.
+ */
 export async function effectMark(
   ctx: PgContext,
   lease: LeaseRef,
   name: string,
   outcome:
+    | { state: 'absent' }
     | { state: 'committed'; result: unknown; reference: string | null }
     | { state: 'failed'; error: ErrorRecord },
 ): Promise<boolean> {
-  const rows = await ctx.query(MARK, [
+  const [row] = await ctx.query<{ ok: boolean }>(MARK, [
+    ctx.now(),
     lease.tenant,
     lease.id,
     lease.epoch,
@@ -123,7 +126,6 @@ export async function effectMark(
     outcome.state === 'committed' ? jsonText(outcome.result) : null,
     outcome.state === 'committed' ? outcome.reference : null,
     outcome.state === 'failed' ? jsonText(outcome.error) : null,
-    ctx.now(),
   ]);
-  return rows.length === 1;
+  return row?.ok === true;
 }

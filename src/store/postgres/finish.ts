@@ -4,7 +4,9 @@
  * a worker that lost its lease is told so by the result and changes nothing.
  *
  * - Finish: one call of the migration's `finish_many` (the rules of store/sqlite/finish.ts,
- *   including core/decisions.ts `adjustFailure`), one round trip and one commit per batch.
+ *   including core/decisions.ts `adjustFailure` and the `deferred` outcome), one round trip and
+ *   one commit per batch. It locks every operation row of the batch before any queue row, and
+ *   moves the class counters last.
  * - Heartbeat: one call of `lease_extend` for every lease of the batch. It locks the rows in
  *   (class, tenant, seq) order, the order `finish_many` uses, so a heartbeat and a finish of the
  *   same worker's leases never deadlock.
@@ -53,7 +55,7 @@ export async function finishMany(ctx: PgContext, items: FinishParams[]): Promise
     items.map((i) => i.outcome),
     items.map((i) => (i.outcome === 'succeeded' ? jsonText(i.result) : null)),
     items.map((i) => ('error' in i ? jsonText(i.error) : null)),
-    items.map((i) => (i.outcome === 'retry' ? ms(i.delayMs) : null)),
+    items.map((i) => (i.outcome === 'retry' || i.outcome === 'deferred' ? ms(i.delayMs) : null)),
     ctx.notify,
   ]);
   const done = new Set(rows.map((r) => r.ord));

@@ -7,19 +7,25 @@
  * `FOR UPDATE SKIP LOCKED`; admission counted under the queue row's lock; LISTEN/NOTIFY to wake
  * idle workers in other processes; the server's clock for every lease and deadline.
  *
- * Round trips: submit of a batch, claim, finish of a batch, heartbeat and every effect-journal
- * write are one statement each (the hot paths are functions installed by the migration).
+ * Round trips: submit of a batch, claim, finish of a batch, heartbeat, every effect-journal
+ * write (budget draws and settlements included) and a retry-budget take are one statement each
+ * (the hot paths are functions installed by the migrations). Admission and budgets hold across
+ * processes because every count is checked under the lock of the row that holds it: the queue
+ * row (tenant caps), the class row (`maxQueued`), the budget rows (spend, call rate), an
+ * advisory lock for retry-budget takes. migrations/0002_admission.sql gives the lock order.
  */
 import type { Store } from '../store.js';
 import type { ListParams, QueueStat, SubmitOutcome, SubmitParams } from '../types.js';
+import { budgetUsage } from './budgets.js';
 import { claimMany } from './claim.js';
 import { openPostgres, type PgContext, type PostgresOptions } from './connection.js';
-import { effectBegin, effectMark, effectMarkAbsent, effectRecordSend } from './effects.js';
+import { effectBegin, effectMark, effectRecordSend } from './effects.js';
 import { extendMany, finishMany } from './finish.js';
 import { purge, rescue } from './maintenance.js';
 import { migratePostgres } from './migrate.js';
 import { type SubscribeOptions, subscribe } from './notify.js';
 import { cancel, reconcile, redrive } from './operator.js';
+import { retryBudgetStats, retryBudgetTake } from './retry-budget.js';
 import { num, type PgRow, toAttemptRow, toEffectRow, toEventRow, toOperationRow } from './rows.js';
 import { type SubmitOptions, submitMany } from './submit.js';
 
@@ -133,18 +139,23 @@ export function postgresStore(options: PostgresOptions): PostgresStore {
       ).map(toEventRow),
     queueStats: () =>
       ctx.query<QueueStat>('SELECT class, tenant, waiting, running FROM {s}.queues ORDER BY class, tenant'),
+    classStats: () =>
+      ctx.query<{ class: string; waiting: number }>('SELECT class, waiting FROM {s}.classes ORDER BY class'),
     operationClaimMany: (p) => claimMany(ctx, p),
     leaseExtendMany: ({ leases, leaseMs }) => extendMany(ctx, leases, leaseMs),
     attemptFinishMany: (items) => finishMany(ctx, items),
     effectBegin: (p) => effectBegin(ctx, p),
-    effectRecordSend: ({ lease, name }) => effectRecordSend(ctx, lease, name),
+    effectRecordSend: (p) => effectRecordSend(ctx, p),
     effectMarkCommitted: ({ lease, name, result, reference }) =>
       effectMark(ctx, lease, name, { state: 'committed', result, reference }),
-    effectMarkAbsent: ({ lease, name }) => effectMarkAbsent(ctx, lease, name),
+    effectMarkAbsent: ({ lease, name }) => effectMark(ctx, lease, name, { state: 'absent' }),
     effectMarkFailed: ({ lease, name, error }) => effectMark(ctx, lease, name, { state: 'failed', error }),
     operationCancel: ({ tenant, id, by }) => cancel(ctx, tenant, id, by),
     operationRedrive: ({ tenant, id, by, reason }) => redrive(ctx, tenant, id, by, reason),
     operationReconcile: (p) => reconcile(ctx, p),
+    retryBudgetTake: (p) => retryBudgetTake(ctx, p),
+    retryBudgetStats: ({ windowMs }) => retryBudgetStats(ctx, windowMs),
+    budgetUsage: ({ prefix, since }) => budgetUsage(ctx, prefix, since),
     leaseRescue: (p) => rescue(ctx, p),
     retentionPurge: (p) => purge(ctx, p),
     async subscribe(onClass, subscribeOptions) {

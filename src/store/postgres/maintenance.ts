@@ -6,6 +6,9 @@
  * colliding, and a row some other transaction holds (a finishing attempt, a cancel) is left
  * for the next pass.
  *
+ * The purge also deletes budget windows that ended more than a day ago and retry-budget buckets
+ * older than a day.
+ *
  * The rescuer decides with core/decisions.ts `afterLeaseExpiry`, on facts read from the journal
  * after the rows are locked (a later statement: it sees every effect written before the lock).
  */
@@ -54,6 +57,8 @@ export function rescue(ctx: PgContext, p: RescueParams): Promise<RescuedOperatio
     const journal = new Map(facts.map((f) => [`${f.tenant}\u0000${f.op_id}`, f]));
     const rescued = new Map<string, RescuedOperation>();
     const ready = new Set<string>();
+    // Operations that went back to the queue, per class: the class counters move last.
+    const requeued = new Map<string, number>();
     // Queue rows are locked in (class, tenant) order, as everywhere else.
     const ordered = [...expired].sort((a, b) => cmp(a.class, b.class) || cmp(a.tenant, b.tenant));
     for (const op of ordered) {
@@ -105,10 +110,17 @@ export function rescue(ctx: PgContext, p: RescueParams): Promise<RescuedOperatio
       if (requeue) {
         await q('SELECT {s}.queue_enter($1, $2, 1, $3, 1, false, 1, NULL, NULL)', [op.class, op.tenant, now]);
         ready.add(op.class);
+        requeued.set(op.class, (requeued.get(op.class) ?? 0) + 1);
       } else {
         await q('SELECT {s}.queue_leave($1, $2, 0, 1)', [op.class, op.tenant]);
       }
       rescued.set(op.seq, { tenant: op.tenant, id: op.id, to: decision.to });
+    }
+    if (requeued.size > 0) {
+      await q('SELECT {s}.classes_move($1::text[], $2::integer[])', [
+        [...requeued.keys()],
+        [...requeued.values()],
+      ]);
     }
     if (ctx.notify) for (const cls of ready) await q('SELECT pg_notify({s}.wakeup_channel(), $1)', [cls]);
     // Reported in the order of lease expiry, as SQLite does.
@@ -118,6 +130,9 @@ export function rescue(ctx: PgContext, p: RescueParams): Promise<RescuedOperatio
 
 /** Byte order, as the "C" collation and SQLite compare. */
 const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/** How long budget windows and retry-budget buckets are kept after they ended. */
+const DAY_MS = 86_400_000;
 
 /** Terminal states the purge removes. `needs_reconciliation` is never purged: a person owes it an answer. */
 const PURGEABLE = `('succeeded', 'failed', 'cancelled', 'dead')`;
@@ -172,6 +187,11 @@ export function purge(
       `WITH d AS (DELETE FROM {s}.tombstones WHERE finished_at < $1 RETURNING 1) SELECT count(*)::integer AS n FROM d`,
       [ms(now - p.tombstoneMs)],
     );
+    // Old budget windows and retry-budget buckets: nothing reads them a day after they ended.
+    await q('DELETE FROM {s}.budgets WHERE window_start < $1 AND window_start + window_ms < $1', [
+      ms(now - DAY_MS),
+    ]);
+    await q('DELETE FROM {s}.retry_budget WHERE bucket < $1', [ms(now - DAY_MS)]);
     return { purged: old.length, tombstonesDeleted: deleted[0]?.n ?? 0 };
   });
 }

@@ -6,6 +6,9 @@
  * (`FOR UPDATE`) and only then reads the effect journal, in a later statement, so it sees every
  * effect whose `begin` committed before the lock was granted: a cancel and the first effect of
  * a running attempt cannot both win. Redrive and reconcile are recorded in `events`.
+ *
+ * Locks follow the migration's order: the operation row, then (reconcile) the budget rows its
+ * effects' reservations are settled on, then the queue row, then the class row last.
  */
 import { InvalidStateTransition, OperationNotFound } from '../../core/errors/index.js';
 import type { CancelOutcome, OperationRow, ReconcileParams } from '../types.js';
@@ -77,6 +80,7 @@ export function cancel(
         [op.seq, now],
       );
       await q('SELECT {s}.queue_leave($1, $2, 1, 0)', [op.class, op.tenant]);
+      await q('SELECT {s}.classes_move(ARRAY[$1::text], ARRAY[-1])', [op.class]);
       outcome = 'cancelled';
     } else if (op.state === 'running' && !noReturn) {
       await q(
@@ -133,6 +137,7 @@ export function redrive(
 /** The operation is queued again now: counters, and a wake-up for idle workers on commit. */
 async function enter(ctx: PgContext, q: Query, op: Locked['op'], now: number): Promise<void> {
   await q('SELECT {s}.queue_enter($1, $2, 1, $3, 0, false, 1, NULL, NULL)', [op.class, op.tenant, now]);
+  await q('SELECT {s}.classes_move(ARRAY[$1::text], ARRAY[1])', [op.class]);
   if (ctx.notify) await q('SELECT pg_notify({s}.wakeup_channel(), $1)', [op.class]);
 }
 
@@ -143,21 +148,40 @@ export function reconcile(ctx: PgContext, p: ReconcileParams): Promise<Operation
     if (!locked) throw new OperationNotFound(p.tenant, p.id);
     const { op, now } = locked;
     if (op.state !== 'needs_reconciliation') throw new InvalidStateTransition('reconcile', op.state, p.id);
+    // What the effects held is settled in one call, so the budget rows are locked in one order.
+    const commit: unknown[] = [];
+    const release: unknown[] = [];
     for (const effect of p.effects ?? []) {
       if (effect.outcome === 'committed') {
-        await q(
-          `UPDATE {s}.effects SET state = 'committed', result = $4, reference = $5, committed_at = $6
-            WHERE tenant = $1 AND op_id = $2 AND name = $3`,
+        const [held] = await q<{ reservations: unknown[] | null }>(
+          `UPDATE {s}.effects e SET state = 'committed', result = $4, reference = $5, committed_at = $6,
+                  reservations = NULL
+             FROM (SELECT x.reservations FROM {s}.effects x WHERE x.tenant = $1 AND x.op_id = $2 AND x.name = $3
+                      FOR UPDATE) old
+            WHERE e.tenant = $1 AND e.op_id = $2 AND e.name = $3
+           RETURNING old.reservations`,
           [op.tenant, op.id, effect.name, jsonText(effect.result ?? null), effect.reference ?? null, now],
         );
+        commit.push(...(held?.reservations ?? []));
       } else {
         // The provider confirmed nothing exists under the key: the next attempt sends afresh,
-        // with a new retention window.
-        await q(
-          `UPDATE {s}.effects SET state = 'absent' WHERE tenant = $1 AND op_id = $2 AND name = $3 AND state = 'pending'`,
+        // with a new retention window, and the spend it had reserved is given back.
+        const [held] = await q<{ reservations: unknown[] | null }>(
+          `UPDATE {s}.effects e SET state = 'absent', reservations = NULL
+             FROM (SELECT x.reservations FROM {s}.effects x WHERE x.tenant = $1 AND x.op_id = $2 AND x.name = $3
+                      FOR UPDATE) old
+            WHERE e.tenant = $1 AND e.op_id = $2 AND e.name = $3 AND e.state = 'pending'
+           RETURNING old.reservations`,
           [op.tenant, op.id, effect.name],
         );
+        release.push(...(held?.reservations ?? []));
       }
+    }
+    if (commit.length > 0 || release.length > 0) {
+      await q('SELECT {s}.budget_settle($1::jsonb, $2::jsonb)', [
+        JSON.stringify(commit),
+        JSON.stringify(release),
+      ]);
     }
     if (p.resolution === 'requeue') {
       await q(

@@ -2,9 +2,11 @@
  * @module store/postgres/submit
  * Acceptance of a batch: one call of the migration's `submit_many` function, so N items cost one
  * round trip and one commit. The function keeps SQLite's order of checks (existing record,
- * tombstone, waiting cap, insert) and makes each race-free across processes: the cap is counted
- * under the queue row's lock, and a concurrent duplicate insert resolves to `existing` or
- * `conflict` (`ON CONFLICT DO NOTHING`, then the committed row), never to an error.
+ * tombstone, the tenant's waiting cap, the class's queue bound, insert) and makes each race-free
+ * across processes: the tenant cap is counted under the queue row's lock and the class bound
+ * under the class row's lock (taken after the queue rows, see the migration's lock order), and a
+ * concurrent duplicate insert resolves to `existing` or `conflict` (`ON CONFLICT DO NOTHING`,
+ * then the committed row), never to an error. A refusal carries the counts that refused it.
  *
  * Transactional submit: with `client`, the call runs on the caller's connection inside the
  * caller's open transaction (no BEGIN/COMMIT of its own, no retry): the operations exist if and
@@ -16,11 +18,11 @@ import type { SubmitOutcome, SubmitParams } from '../types.js';
 import type { PgContext } from './connection.js';
 import { ms, type PgRow, toOperationRow } from './rows.js';
 
-const SQL = `SELECT r.status, r.digest_matches, (r.op).*
+const SQL = `SELECT r.status, r.digest_matches, r.reason, r.counted_waiting, r.counted_running, (r.op).*
   FROM {s}.submit_many($1, $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
                        $8::integer[], $9::bigint[], $10::bigint[], $11::boolean[], $12::float8[],
-                       $13::integer[], $14::integer[], $15)
-       WITH ORDINALITY AS r(status, digest_matches, op, ord)
+                       $13::integer[], $14::integer[], $15::integer[], $16)
+       WITH ORDINALITY AS r(status, digest_matches, reason, counted_waiting, counted_running, op, ord)
  ORDER BY r.ord`;
 
 export interface SubmitOptions {
@@ -52,6 +54,7 @@ export async function submitMany(
     items.map((i) => i.limits?.weight ?? 1),
     items.map((i) => i.limits?.maxRunning ?? null),
     items.map((i) => i.limits?.maxWaiting ?? null),
+    items.map((i) => i.limits?.maxQueued ?? null),
     ctx.notify,
   ];
   const client = options.client ?? (options.tx as pg.ClientBase | undefined);
@@ -59,7 +62,15 @@ export async function submitMany(
     throw new InvalidArgument('tx must be a pg client (PoolClient or Client) inside an open transaction');
   }
   const query = client ? ctx.on(client) : ctx.query;
-  const rows = await query<PgRow & { status: string; digest_matches: boolean | null }>(SQL, values);
+  const rows = await query<
+    PgRow & {
+      status: string;
+      digest_matches: boolean | null;
+      reason: 'tenant-queue-full' | 'class-queue-full' | null;
+      counted_waiting: number | null;
+      counted_running: number | null;
+    }
+  >(SQL, values);
   return rows.map((r): SubmitOutcome => {
     switch (r.status) {
       case 'created':
@@ -69,7 +80,12 @@ export async function submitMany(
       case 'expired':
         return { status: 'expired', digestMatches: r.digest_matches === true };
       default:
-        return { status: 'rejected', reason: 'tenant-queue-full', retryAfterMs: 1000 };
+        return {
+          status: 'rejected',
+          reason: r.reason ?? 'tenant-queue-full',
+          waiting: r.counted_waiting ?? 0,
+          running: r.counted_running ?? 0,
+        };
     }
   });
 }

@@ -14,6 +14,8 @@
  */
 import type { ClaimParams, ClaimResult, OperationRow } from '../types.js';
 import type { SqliteContext } from './connection.js';
+import { classWaiting } from './queue-counters.js';
+import { countRetryBudget } from './retry-budget.js';
 import { type RawOperation, toOperationRow } from './rows.js';
 
 interface Candidate {
@@ -84,7 +86,10 @@ export function claimMany(ctx: SqliteContext, p: ClaimParams): ClaimResult {
          WHERE class = @class AND tenant = @tenant`,
       );
       for (const c of fresh) settle.run({ n: c.taken, vtime: c.vtime, class: p.class, tenant: c.tenant });
+      classWaiting(ctx, p.class, -picks.length);
     }
+    const firsts = rows.filter((r) => r.attempt === 1).length;
+    if (p.retryBudget && firsts > 0) countRetryBudget(ctx, now, p.retryBudget, 'firsts', firsts);
     return { now, rows };
   });
 }

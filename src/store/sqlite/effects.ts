@@ -1,8 +1,8 @@
 /**
  * @module store/sqlite/effects
- * The effect journal. `begin` is step 3 of the protocol: in one transaction it checks the
- * caller's lease and that no cancel is pending, marks the operation's point of no return, and
- * writes the `pending` row with the effect key and the first-sent time (or returns the row an
+ * The effect journal. `begin` is steps 2 and 3 of the protocol: in one transaction it checks the
+ * caller's lease and that no cancel is pending, draws on the budgets (budgets.ts), marks the
+ * operation's point of no return, and writes the `pending` row with the effect key and the first-sent time (or returns the row an
  * earlier attempt wrote). Cancel takes the same row lock (SQLite: the write lock), so a cancel
  * and the first effect cannot both win.
  */
@@ -12,7 +12,8 @@ import {
   InvalidStateTransition,
   LeaseLost,
 } from '../../core/errors/index.js';
-import type { EffectBeginParams, EffectBeginResult, EffectRow, LeaseRef } from '../types.js';
+import type { BudgetCharge, EffectBeginParams, EffectBeginResult, EffectRow, LeaseRef } from '../types.js';
+import { checkMaxCalls, drawBudgets, settleReservations } from './budgets.js';
 import type { SqliteContext } from './connection.js';
 import { jsonText, type RawEffect, toEffectRow } from './rows.js';
 
@@ -46,11 +47,16 @@ export function effectBegin(ctx: SqliteContext, p: EffectBeginParams): EffectBeg
       throw new LeaseLost(lease.id);
     }
     const existing = getEffect(ctx, lease, p.name);
+    // An existing row is returned as it is: any further request goes through recordSend.
     if (existing) return { row: existing, created: false, now };
+    // Step 2, in the same transaction: a refusal throws, and nothing above is kept.
+    checkMaxCalls(ctx, lease.tenant, lease.id, p.maxCalls);
+    const reservations = drawBudgets(ctx, now, { spend: p.spend, rates: p.rates });
     const raw = ctx
       .stmt(
-        `INSERT INTO effects (tenant, op_id, name, key, state, provider, cost, first_sent_at, last_sent_at, sends, epoch)
-         VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, 1, ?) RETURNING *`,
+        `INSERT INTO effects (tenant, op_id, name, key, state, provider, cost, first_sent_at, last_sent_at, sends, epoch,
+                              reservations)
+         VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, 1, ?, ?) RETURNING *`,
       )
       .get(
         lease.tenant,
@@ -62,6 +68,7 @@ export function effectBegin(ctx: SqliteContext, p: EffectBeginParams): EffectBeg
         now,
         now,
         lease.epoch,
+        reservations.length ? JSON.stringify(reservations) : null,
       ) as RawEffect;
     return { row: toEffectRow(raw), created: true, now };
   });
@@ -69,9 +76,9 @@ export function effectBegin(ctx: SqliteContext, p: EffectBeginParams): EffectBeg
 
 export function effectRecordSend(
   ctx: SqliteContext,
-  lease: LeaseRef,
-  name: string,
+  p: { lease: LeaseRef; name: string; spend?: BudgetCharge[]; rates?: BudgetCharge[]; maxCalls?: number },
 ): { row: EffectRow; now: number } {
+  const { lease, name } = p;
   return ctx.write((now) => {
     const op = ctx
       .stmt(`SELECT cancel FROM operations WHERE tenant = ? AND id = ? AND epoch = ? AND state = 'running'`)
@@ -80,17 +87,31 @@ export function effectRecordSend(
     // A cancel accepted while every earlier request was refused (`absent`) wins over a new send,
     // as it does over a new effect. (With a `pending` effect the cancel was answered too_late.)
     if (op.cancel === 'requested') throw new CancelRequested(lease.id);
+    const current = getEffect(ctx, lease, name);
+    if (!current || (current.state !== 'pending' && current.state !== 'absent')) {
+      throw new InvalidStateTransition('send under', current?.state ?? 'missing', `${lease.id}/${name}`);
+    }
+    checkMaxCalls(ctx, lease.tenant, lease.id, p.maxCalls);
+    // A resend of a pending effect still holds its reservation; from `absent` it was released.
+    const reservations = drawBudgets(ctx, now, {
+      rates: p.rates,
+      spend: current.state === 'absent' ? p.spend : [],
+    });
     const raw = ctx
       .stmt(
         `UPDATE effects SET sends = sends + 1, last_sent_at = @now, epoch = @epoch, state = 'pending',
-           first_sent_at = CASE WHEN state = 'absent' THEN @now ELSE first_sent_at END
-         WHERE tenant = @tenant AND op_id = @id AND name = @name AND state IN ('pending', 'absent') RETURNING *`,
+           first_sent_at = CASE WHEN state = 'absent' THEN @now ELSE first_sent_at END,
+           reservations = CASE WHEN state = 'absent' THEN @reservations ELSE reservations END
+         WHERE tenant = @tenant AND op_id = @id AND name = @name RETURNING *`,
       )
-      .get({ now, epoch: lease.epoch, tenant: lease.tenant, id: lease.id, name }) as RawEffect | undefined;
-    if (!raw) {
-      const current = getEffect(ctx, lease, name);
-      throw new InvalidStateTransition('send under', current?.state ?? 'missing', `${lease.id}/${name}`);
-    }
+      .get({
+        now,
+        epoch: lease.epoch,
+        tenant: lease.tenant,
+        id: lease.id,
+        name,
+        reservations: reservations.length ? JSON.stringify(reservations) : null,
+      }) as RawEffect;
     return { row: toEffectRow(raw), now };
   });
 }
@@ -98,13 +119,18 @@ export function effectRecordSend(
 export function effectMarkAbsent(ctx: SqliteContext, lease: LeaseRef, name: string): boolean {
   return ctx.write(() => {
     if (!fence(ctx, lease)) return false;
-    return (
-      ctx
-        .stmt(
-          `UPDATE effects SET state = 'absent', epoch = ? WHERE tenant = ? AND op_id = ? AND name = ? AND state = 'pending'`,
-        )
-        .run(lease.epoch, lease.tenant, lease.id, name).changes === 1
-    );
+    const row = ctx
+      .stmt(
+        `UPDATE effects SET state = 'absent', epoch = ? WHERE tenant = ? AND op_id = ? AND name = ? AND state = 'pending'
+         RETURNING reservations`,
+      )
+      .get(lease.epoch, lease.tenant, lease.id, name) as { reservations: string | null } | undefined;
+    if (!row) return false;
+    settleReservations(ctx, row.reservations, 'release');
+    ctx
+      .stmt('UPDATE effects SET reservations = NULL WHERE tenant = ? AND op_id = ? AND name = ?')
+      .run(lease.tenant, lease.id, name);
+    return true;
   });
 }
 
@@ -118,9 +144,16 @@ export function effectMark(
 ): boolean {
   return ctx.write((now) => {
     if (!fence(ctx, lease)) return false;
+    const before = getEffect(ctx, lease, name);
+    if (!before || (before.state !== 'pending' && before.state !== 'absent')) return false;
+    const held = ctx
+      .stmt('SELECT reservations FROM effects WHERE tenant = ? AND op_id = ? AND name = ?')
+      .get(lease.tenant, lease.id, name) as { reservations: string | null };
+    settleReservations(ctx, held.reservations, outcome.state === 'committed' ? 'commit' : 'release');
     const info = ctx
       .stmt(
-        `UPDATE effects SET state = ?, result = ?, reference = ?, error = ?, committed_at = ?, epoch = ?
+        `UPDATE effects SET state = ?, result = ?, reference = ?, error = ?, committed_at = ?, epoch = ?,
+           reservations = NULL
          WHERE tenant = ? AND op_id = ? AND name = ? AND state IN ('pending', 'absent')`,
       )
       .run(

@@ -86,19 +86,25 @@ function finishOne(ctx: SqliteContext, p: FinishParams, now: number): boolean {
       retryDelayMs = to === 'queued' ? Math.max(0, p.delayMs) : null;
       break;
     case 'cancelled':
-      // Only an operation past no point of no return may end cancelled; otherwise it runs again.
+      // Only an operation not past the point of no return may end cancelled; otherwise it runs again.
       to = pastNoReturn(ctx, op.tenant, op.id) ? 'queued' : 'cancelled';
       if (to === 'queued') attemptOutcome = 'released';
       break;
     case 'released':
       to = cancelAsked ? 'cancelled' : 'queued';
       break;
+    case 'deferred':
+      to = cancelAsked ? 'cancelled' : 'queued';
+      error = p.error;
+      retryDelayMs = to === 'queued' ? Math.max(0, p.delayMs) : null;
+      break;
   }
 
   const requeue = to === 'queued';
   const runAfter = requeue ? now + (retryDelayMs ?? 0) : op.run_after;
-  // A release (shutdown, or a cancel that came too late) does not consume an attempt.
-  const attempt = attemptOutcome === 'released' ? op.attempt - 1 : op.attempt;
+  // A release (shutdown, a cancel that came too late) or a deferral does not consume an attempt.
+  const attempt =
+    attemptOutcome === 'released' || attemptOutcome === 'deferred' ? op.attempt - 1 : op.attempt;
   // A cancel that did not stop the operation is reported as too late, also when it goes back to
   // the queue: it only does so with a cancel pending once an effect may have happened, and a
   // `requested` left on it would refuse every effect of its next attempts.

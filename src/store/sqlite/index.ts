@@ -10,6 +10,7 @@ import { systemClock } from '../../core/clock.js';
 import { InvalidArgument } from '../../core/errors/index.js';
 import type { Store } from '../store.js';
 import type { ListParams, QueueStat } from '../types.js';
+import { budgetUsage } from './budgets.js';
 import { claimMany } from './claim.js';
 import { borrowSqlite, openSqlite, type SqliteContext, type SqliteOptions } from './connection.js';
 import { effectBegin, effectMark, effectMarkAbsent, effectRecordSend } from './effects.js';
@@ -17,6 +18,7 @@ import { extendMany, finishMany } from './finish.js';
 import { purge, rescue } from './maintenance.js';
 import { migrateSqlite } from './migrate.js';
 import { cancel, reconcile, redrive } from './operator.js';
+import { retryBudgetStats, retryBudgetTake } from './retry-budget.js';
 import {
   type RawAttempt,
   type RawEffect,
@@ -130,11 +132,19 @@ export function sqliteStore(options: SqliteOptions): SqliteStore {
             ctx.stmt('SELECT class, tenant, waiting, running FROM queues ORDER BY class, tenant').all(),
           ) as QueueStat[],
       ),
+    classStats: () =>
+      resolve(
+        () =>
+          ctx.read(() => ctx.stmt('SELECT class, waiting FROM classes ORDER BY class').all()) as Array<{
+            class: string;
+            waiting: number;
+          }>,
+      ),
     operationClaimMany: (p) => resolve(() => claimMany(ctx, p)),
     leaseExtendMany: ({ leases, leaseMs }) => resolve(() => extendMany(ctx, leases, leaseMs)),
     attemptFinishMany: (items) => resolve(() => finishMany(ctx, items)),
     effectBegin: (p) => resolve(() => effectBegin(ctx, p)),
-    effectRecordSend: ({ lease, name }) => resolve(() => effectRecordSend(ctx, lease, name)),
+    effectRecordSend: (p) => resolve(() => effectRecordSend(ctx, p)),
     effectMarkCommitted: ({ lease, name, result, reference }) =>
       resolve(() => effectMark(ctx, lease, name, { state: 'committed', result, reference })),
     effectMarkAbsent: ({ lease, name }) => resolve(() => effectMarkAbsent(ctx, lease, name)),
@@ -143,6 +153,9 @@ export function sqliteStore(options: SqliteOptions): SqliteStore {
     operationCancel: ({ tenant, id, by }) => resolve(() => cancel(ctx, tenant, id, by)),
     operationRedrive: ({ tenant, id, by, reason }) => resolve(() => redrive(ctx, tenant, id, by, reason)),
     operationReconcile: (p) => resolve(() => reconcile(ctx, p)),
+    retryBudgetTake: (p) => resolve(() => retryBudgetTake(ctx, p)),
+    retryBudgetStats: ({ windowMs }) => resolve(() => retryBudgetStats(ctx, windowMs)),
+    budgetUsage: ({ prefix, since }) => resolve(() => budgetUsage(ctx, prefix, since)),
     leaseRescue: (p) => resolve(() => rescue(ctx, p)),
     retentionPurge: (p) => resolve(() => purge(ctx, p)),
   };

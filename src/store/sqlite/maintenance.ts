@@ -1,7 +1,8 @@
 /**
  * @module store/sqlite/maintenance
  * The rescuer (expired leases) and the retention purge. Both work in bounded batches so a large
- * backlog never makes one transaction hold the write lock for long.
+ * backlog never makes one transaction hold the write lock for long. The purge also deletes budget
+ * windows that ended more than a day ago and retry-budget buckets older than a day.
  */
 import { afterLeaseExpiry } from '../../core/decisions.js';
 import type { PurgeParams, RescuedOperation, RescueParams } from '../types.js';
@@ -72,6 +73,9 @@ export function rescue(ctx: SqliteContext, p: RescueParams): RescuedOperation[] 
   });
 }
 
+/** How long budget windows and retry-budget buckets are kept after they ended. */
+const DAY_MS = 86_400_000;
+
 /** Terminal states the purge removes. `needs_reconciliation` is never purged: a person owes it an answer. */
 const PURGEABLE = `('succeeded', 'failed', 'cancelled', 'dead')`;
 
@@ -99,6 +103,11 @@ export function purge(ctx: SqliteContext, p: PurgeParams): { purged: number; tom
       ctx.stmt('DELETE FROM operations WHERE seq = ?').run(op.seq);
     }
     const tombs = ctx.stmt('DELETE FROM tombstones WHERE finished_at < ?').run(now - p.tombstoneMs);
+    // Old budget windows and retry-budget buckets: nothing reads them a day after they ended.
+    ctx
+      .stmt('DELETE FROM budgets WHERE window_start < @before AND window_start + window_ms < @before')
+      .run({ before: now - DAY_MS });
+    ctx.stmt('DELETE FROM retry_budget WHERE bucket < ?').run(now - DAY_MS);
     return { purged: old.length, tombstonesDeleted: tombs.changes };
   });
 }

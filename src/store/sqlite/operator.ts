@@ -7,6 +7,7 @@
  */
 import { InvalidStateTransition, OperationNotFound } from '../../core/errors/index.js';
 import type { CancelOutcome, OperationRow, ReconcileParams } from '../types.js';
+import { settleReservations } from './budgets.js';
 import type { SqliteContext } from './connection.js';
 import { pastNoReturn } from './finish.js';
 import { queueEnter, queueLeave } from './queue-counters.js';
@@ -107,21 +108,27 @@ export function reconcile(ctx: SqliteContext, p: ReconcileParams): OperationRow 
     if (!op) throw new OperationNotFound(p.tenant, p.id);
     if (op.state !== 'needs_reconciliation') throw new InvalidStateTransition('reconcile', op.state, p.id);
     for (const effect of p.effects ?? []) {
+      const held = ctx
+        .stmt('SELECT reservations FROM effects WHERE tenant = ? AND op_id = ? AND name = ?')
+        .get(op.tenant, op.id, effect.name) as { reservations: string | null } | undefined;
       if (effect.outcome === 'committed') {
+        settleReservations(ctx, held?.reservations ?? null, 'commit');
         ctx
           .stmt(
-            `UPDATE effects SET state = 'committed', result = ?, reference = ?, committed_at = ?
+            `UPDATE effects SET state = 'committed', result = ?, reference = ?, committed_at = ?, reservations = NULL
              WHERE tenant = ? AND op_id = ? AND name = ?`,
           )
           .run(jsonText(effect.result ?? null), effect.reference ?? null, now, op.tenant, op.id, effect.name);
       } else {
         // The provider confirmed nothing exists under the key: the next attempt sends afresh,
-        // with a new retention window.
-        ctx
+        // with a new retention window, and the spend it had reserved is given back.
+        const changed = ctx
           .stmt(
-            `UPDATE effects SET state = 'absent' WHERE tenant = ? AND op_id = ? AND name = ? AND state = 'pending'`,
+            `UPDATE effects SET state = 'absent', reservations = NULL
+             WHERE tenant = ? AND op_id = ? AND name = ? AND state = 'pending'`,
           )
-          .run(op.tenant, op.id, effect.name);
+          .run(op.tenant, op.id, effect.name).changes;
+        if (changed === 1) settleReservations(ctx, held?.reservations ?? null, 'release');
       }
     }
     if (p.resolution === 'requeue') {

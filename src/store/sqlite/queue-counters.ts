@@ -1,7 +1,8 @@
 /**
  * @module store/sqlite/queue-counters
- * Keeps the `queues` row of a (class, tenant) in step with its operations, inside the caller's
- * transaction. Called on every move into or out of `queued` / `running`.
+ * Keeps the `queues` row of a (class, tenant), and the `classes` row of its class, in step with
+ * its operations, inside the caller's transaction. Called on every move into or out of
+ * `queued` / `running`.
  */
 import type { QueueLimits } from '../types.js';
 import type { SqliteContext } from './connection.js';
@@ -50,6 +51,18 @@ export function queueEnter(
       maxRunning: limits?.maxRunning ?? null,
       maxWaiting: limits?.maxWaiting ?? null,
     });
+  classWaiting(ctx, cls, count);
+}
+
+/** The class's count of waiting operations, all tenants together, moves by `delta`. */
+export function classWaiting(ctx: SqliteContext, cls: string, delta: number): void {
+  if (delta === 0) return;
+  ctx
+    .stmt(
+      `INSERT INTO classes (class, waiting) VALUES (?, ?)
+       ON CONFLICT (class) DO UPDATE SET waiting = waiting + excluded.waiting`,
+    )
+    .run(cls, delta);
 }
 
 /** Operations left `queued` and/or `running` without re-entering the queue. */
@@ -63,4 +76,5 @@ export function queueLeave(
   ctx
     .stmt('UPDATE queues SET waiting = waiting - ?, running = running - ? WHERE class = ? AND tenant = ?')
     .run(waiting, running, cls, tenant);
+  classWaiting(ctx, cls, -waiting);
 }

@@ -28,13 +28,25 @@ function submitOne(ctx: SqliteContext, p: SubmitParams, now: number): SubmitOutc
     | undefined;
   if (tomb) return { status: 'expired', digestMatches: tomb.digest === p.digest };
 
-  const maxWaiting = p.limits?.maxWaiting;
-  if (maxWaiting !== undefined && maxWaiting !== null) {
-    const q = ctx.stmt('SELECT waiting FROM queues WHERE class = ? AND tenant = ?').get(p.class, p.tenant) as
-      | { waiting: number }
-      | undefined;
-    if ((q?.waiting ?? 0) >= maxWaiting)
-      return { status: 'rejected', reason: 'tenant-queue-full', retryAfterMs: 1000 };
+  const maxWaiting = p.limits?.maxWaiting ?? null;
+  const maxQueued = p.limits?.maxQueued ?? null;
+  if (maxWaiting !== null || maxQueued !== null) {
+    const q = ctx
+      .stmt('SELECT waiting, running FROM queues WHERE class = ? AND tenant = ?')
+      .get(p.class, p.tenant) as { waiting: number; running: number } | undefined;
+    const waiting = q?.waiting ?? 0;
+    const running = q?.running ?? 0;
+    if (maxWaiting !== null && waiting >= maxWaiting) {
+      return { status: 'rejected', reason: 'tenant-queue-full', waiting, running };
+    }
+    if (maxQueued !== null) {
+      const c = ctx.stmt('SELECT waiting FROM classes WHERE class = ?').get(p.class) as
+        | { waiting: number }
+        | undefined;
+      if ((c?.waiting ?? 0) >= maxQueued) {
+        return { status: 'rejected', reason: 'class-queue-full', waiting: c?.waiting ?? 0, running };
+      }
+    }
   }
 
   const runAfter = now + Math.max(0, p.delayMs ?? 0);

@@ -1,0 +1,103 @@
+/**
+ * @module admission/budgets
+ * Spend and call budgets for paid providers, from configuration to the charges the store
+ * enforces at step 2 of the effect protocol (store/<driver>/budgets). Enforced, not alerted:
+ * over budget, no request is sent.
+ *
+ * @example
+ * ```ts
+ * new Sluice({ store, providers: {
+ *   payments: {
+ *     perTenant: { limit: 1_000_000, windowMs: 3_600_000 }, // 1,000,000 cents per tenant per hour
+ *     global: { limit: 20_000_000, windowMs: 3_600_000 },
+ *     rate: { limit: 50, windowMs: 1000 },                  // 50 calls per second, all processes
+ *     onExhausted: 'wait',
+ *   },
+ * } });
+ * // in a handler: ctx.effect('charge', { provider: 'payments', cost: input.amount_cents, call })
+ * ```
+ */
+import { InvalidArgument } from '../core/errors/index.js';
+import type { BudgetCharge } from '../store/types.js';
+
+export interface BudgetWindow {
+  limit: number;
+  windowMs: number;
+}
+
+export interface ProviderBudget {
+  /** Spend (units of `cost`) per tenant per window; `tenants` overrides the limit for some. */
+  perTenant?: BudgetWindow & { tenants?: Record<string, number> };
+  /** Spend of all tenants together per window. */
+  global?: BudgetWindow;
+  /** Requests per window across the whole service (every send counts as one). */
+  rate?: BudgetWindow;
+  /** Over budget: `wait` for the window to reset (default; the deadline still applies) or `fail`. */
+  onExhausted?: 'wait' | 'fail';
+}
+
+export type ProviderBudgets = Record<string, ProviderBudget>;
+
+export interface EffectCharges {
+  spend: BudgetCharge[];
+  rates: BudgetCharge[];
+  onExhausted: 'wait' | 'fail';
+}
+
+const NONE: EffectCharges = { spend: [], rates: [], onExhausted: 'wait' };
+
+function checkWindow(where: string, w: BudgetWindow | undefined): void {
+  if (!w) return;
+  if (!Number.isInteger(w.limit) || w.limit < 0)
+    throw new InvalidArgument(`${where}.limit must be an integer ≥ 0`);
+  if (!Number.isInteger(w.windowMs) || w.windowMs < 1)
+    throw new InvalidArgument(`${where}.windowMs must be ≥ 1`);
+}
+
+export function validateBudgets(budgets: ProviderBudgets): void {
+  for (const [name, b] of Object.entries(budgets)) {
+    checkWindow(`providers.${name}.perTenant`, b.perTenant);
+    checkWindow(`providers.${name}.global`, b.global);
+    checkWindow(`providers.${name}.rate`, b.rate);
+    for (const [tenant, limit] of Object.entries(b.perTenant?.tenants ?? {})) {
+      if (!Number.isInteger(limit) || limit < 0) {
+        throw new InvalidArgument(`providers.${name}.perTenant.tenants.${tenant} must be an integer ≥ 0`);
+      }
+    }
+  }
+}
+
+/** The budgets one effect draws on. Cost must be a non-negative integer (e.g. cents). */
+export function chargesFor(
+  budgets: ProviderBudgets,
+  provider: string | undefined,
+  tenant: string,
+  cost: number | undefined,
+): EffectCharges {
+  if (provider === undefined) return NONE;
+  const b = budgets[provider];
+  if (!b) return NONE;
+  const units = cost ?? 0;
+  if (!Number.isInteger(units) || units < 0) throw new InvalidArgument('effect cost must be an integer ≥ 0');
+  const spend: BudgetCharge[] = [];
+  if (b.perTenant && units > 0) {
+    spend.push({
+      key: `spend:${provider}:tenant:${tenant}`,
+      limit: b.perTenant.tenants?.[tenant] ?? b.perTenant.limit,
+      windowMs: b.perTenant.windowMs,
+      cost: units,
+    });
+  }
+  if (b.global && units > 0) {
+    spend.push({
+      key: `spend:${provider}:*`,
+      limit: b.global.limit,
+      windowMs: b.global.windowMs,
+      cost: units,
+    });
+  }
+  const rates: BudgetCharge[] = b.rate
+    ? [{ key: `rate:${provider}`, limit: b.rate.limit, windowMs: b.rate.windowMs, cost: 1 }]
+    : [];
+  return { spend, rates, onExhausted: b.onExhausted ?? 'wait' };
+}

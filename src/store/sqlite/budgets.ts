@@ -1,0 +1,109 @@
+/**
+ * @module store/sqlite/budgets
+ * Spend budgets and call-rate caps for paid providers, enforced at step 2 of the effect
+ * protocol, inside the transaction that writes the `pending` row: a refusal writes nothing and
+ * no request is sent. Windows are fixed (`window_start = floor(now / windowMs) · windowMs`).
+ *
+ * Accounting: a spend is *reserved* when the effect may be about to happen, *committed* when the
+ * journal says `committed`, *released* when it certainly did not happen (`absent`, `failed`). A
+ * crash leaves the reservation on the pending effect until it is settled; it only ever counts
+ * against the window it was made in, so it cannot hold budget forever. Call-rate draws are
+ * committed at once: a request sent is a request made.
+ */
+import { BudgetExhausted, OperationLimitExceeded } from '../../core/errors/index.js';
+import type { BudgetCharge, BudgetUsage } from '../types.js';
+import type { SqliteContext } from './connection.js';
+
+export interface Reservation {
+  key: string;
+  windowStart: number;
+  cost: number;
+}
+
+const windowStart = (now: number, windowMs: number) => Math.floor(now / windowMs) * windowMs;
+
+/**
+ * Checks every charge, then applies them all (all or nothing). Spend charges are reserved and
+ * returned; rate charges are committed.
+ */
+export function drawBudgets(
+  ctx: SqliteContext,
+  now: number,
+  charges: { spend?: BudgetCharge[]; rates?: BudgetCharge[] },
+): Reservation[] {
+  const all = [
+    ...(charges.rates ?? []).map((c) => ({ c, column: 'committed' as const })),
+    ...(charges.spend ?? []).map((c) => ({ c, column: 'reserved' as const })),
+  ];
+  for (const { c } of all) {
+    const start = windowStart(now, c.windowMs);
+    const row = ctx
+      .stmt('SELECT reserved + committed AS used FROM budgets WHERE key = ? AND window_start = ?')
+      .get(c.key, start) as { used: number } | undefined;
+    if ((row?.used ?? 0) + c.cost > c.limit) throw new BudgetExhausted(c.key, start + c.windowMs - now);
+  }
+  const reservations: Reservation[] = [];
+  for (const { c, column } of all) {
+    const start = windowStart(now, c.windowMs);
+    ctx
+      .stmt(
+        `INSERT INTO budgets (key, window_start, window_ms, ${column}) VALUES (?, ?, ?, ?)
+         ON CONFLICT (key, window_start) DO UPDATE SET ${column} = ${column} + excluded.${column}`,
+      )
+      .run(c.key, start, c.windowMs, c.cost);
+    if (column === 'reserved') reservations.push({ key: c.key, windowStart: start, cost: c.cost });
+  }
+  return reservations;
+}
+
+/** Moves reservations to committed (the effect happened) or gives them back (it did not). */
+export function settleReservations(ctx: SqliteContext, json: string | null, how: 'commit' | 'release'): void {
+  if (!json) return;
+  const moved = how === 'commit' ? 1 : 0;
+  const stmt = ctx.stmt(
+    'UPDATE budgets SET reserved = reserved - ?, committed = committed + ? WHERE key = ? AND window_start = ?',
+  );
+  for (const r of JSON.parse(json) as Reservation[]) stmt.run(r.cost, r.cost * moved, r.key, r.windowStart);
+}
+
+/** Refuses one more request when the operation has made `maxCalls` already. */
+export function checkMaxCalls(
+  ctx: SqliteContext,
+  tenant: string,
+  id: string,
+  maxCalls: number | undefined,
+): void {
+  if (maxCalls === undefined) return;
+  const row = ctx
+    .stmt('SELECT coalesce(sum(sends), 0) AS n FROM effects WHERE tenant = ? AND op_id = ?')
+    .get(tenant, id) as { n: number };
+  if (row.n + 1 > maxCalls) {
+    throw new OperationLimitExceeded(
+      'provider-calls',
+      `operation ${id} has made ${row.n} provider requests; its limit is ${maxCalls}`,
+    );
+  }
+}
+
+export function budgetUsage(ctx: SqliteContext, prefix: string | undefined, since: number): BudgetUsage[] {
+  return (
+    ctx
+      .stmt(
+        `SELECT key, window_start, window_ms, reserved, committed FROM budgets
+         WHERE window_start + window_ms > ? AND key >= ? AND key < ? ORDER BY key, window_start`,
+      )
+      .all(since, prefix ?? '', prefix ? `${prefix}\uffff` : '\uffff') as Array<{
+      key: string;
+      window_start: number;
+      window_ms: number;
+      reserved: number;
+      committed: number;
+    }>
+  ).map((r) => ({
+    key: r.key,
+    windowStart: r.window_start,
+    windowMs: r.window_ms,
+    reserved: r.reserved,
+    committed: r.committed,
+  }));
+}

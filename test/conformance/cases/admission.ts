@@ -1,0 +1,270 @@
+/**
+ * @module test/conformance/cases/admission
+ * Admission and budgets inside the store, enforced across every process that shares it: the
+ * class's global queue bound, deferral (back to the queue without using an attempt), spend
+ * budgets with reserve/commit/release, call-rate caps, the per-operation request cap, and the
+ * service-wide retry budget.
+ */
+import { expect } from 'vitest';
+import type { BudgetCharge } from '../../../src/store/types.js';
+import {
+  BOOM,
+  claim,
+  claimOne,
+  getRow,
+  leaseOf,
+  rejectionCode,
+  submitCreated,
+  submitParams,
+} from '../fixtures.js';
+import type { CaseRegistry } from '../store-suite.js';
+
+const ref = { tenant: 'North', id: 'op-1' };
+const HOUR = 3_600_000;
+const spend = (cost: number, limit = 10_000): BudgetCharge[] => [
+  { key: 'spend:pay:tenant:North', limit, windowMs: HOUR, cost },
+  { key: 'spend:pay:*', limit: 100_000, windowMs: HOUR, cost },
+];
+const usage = async (
+  fx: { store: import('../../../src/store/store.js').Store; clock: { now(): number } },
+  key: string,
+) => (await fx.store.budgetUsage({ prefix: key, since: fx.clock.now() })).find((u) => u.key === key);
+
+export function admissionCases(t: CaseRegistry): void {
+  t.group('class queue bound', (g) => {
+    g.test(
+      'maxQueued counts every tenant of the class and refuses with class-queue-full',
+      async ({ store }) => {
+        const limits = { maxQueued: 3 };
+        const out = await store.operationSubmitMany([
+          submitParams({ tenant: 'A', id: '1', limits }),
+          submitParams({ tenant: 'B', id: '1', limits }),
+          submitParams({ tenant: 'C', id: '1', limits }),
+          submitParams({ tenant: 'D', id: '1', limits }),
+          submitParams({ tenant: 'D', id: '1', class: 'bulk', limits }),
+        ]);
+        expect(out.map((o) => o.status)).toEqual(['created', 'created', 'created', 'rejected', 'created']);
+        expect(out[3]).toMatchObject({ reason: 'class-queue-full', waiting: 3 });
+        expect(await store.operationGet({ tenant: 'D', id: '1' })).toMatchObject({ class: 'bulk' });
+        expect(await store.classStats()).toEqual([
+          { class: 'bulk', waiting: 1 },
+          { class: 'default', waiting: 3 },
+        ]);
+        // A duplicate is answered even when the class is full.
+        const [dup] = await store.operationSubmitMany([submitParams({ tenant: 'A', id: '1', limits })]);
+        expect(dup?.status).toBe('existing');
+        // A claim makes room: running operations do not count as waiting.
+        await claimOne(store);
+        const [again] = await store.operationSubmitMany([submitParams({ tenant: 'D', id: '2', limits })]);
+        expect(again?.status).toBe('created');
+      },
+    );
+  });
+
+  t.group('deferral', (g) => {
+    g.test('deferred goes back to the queue after its delay without using an attempt', async (fx) => {
+      const { store, clock } = fx;
+      await submitCreated(store);
+      const row = await claimOne(store);
+      const error = { code: 'budget-exhausted', message: 'over' };
+      expect(
+        await store.attemptFinishMany([{ lease: leaseOf(row), outcome: 'deferred', delayMs: 5000, error }]),
+      ).toEqual([true]);
+      const after = await getRow(store, ref);
+      expect(after).toMatchObject({ state: 'queued', attempt: 0, runAfter: clock.now() + 5000, error });
+      expect(await claim(store)).toEqual([]);
+      clock.advance(5000);
+      expect((await claimOne(store)).attempt).toBe(1);
+      const [attempt] = await store.attemptList(ref);
+      expect(attempt).toMatchObject({ outcome: 'deferred', retryDelayMs: 5000 });
+    });
+  });
+
+  t.group('spend budgets', (g) => {
+    g.test('reserve on pending, commit on committed; over the limit nothing is written', async (fx) => {
+      const { store } = fx;
+      await store.operationSubmitMany([submitParams({ id: 'a' }), submitParams({ id: 'b' })]);
+      const [a, b] = await claim(store, { limit: 2 });
+      await store.effectBegin({ lease: leaseOf(a!), name: 'charge', key: 'k-a', spend: spend(6000) });
+      expect(await usage(fx, 'spend:pay:tenant:North')).toMatchObject({ reserved: 6000, committed: 0 });
+      const code = await rejectionCode(
+        store.effectBegin({ lease: leaseOf(b!), name: 'charge', key: 'k-b', spend: spend(5000) }),
+      );
+      expect(code).toBe('budget-exhausted');
+      expect(await store.effectList({ tenant: 'North', id: 'b' })).toEqual([]);
+      expect((await getRow(store, { tenant: 'North', id: 'b' })).effectStartedAt).toBeNull();
+      expect(await usage(fx, 'spend:pay:*')).toMatchObject({ reserved: 6000, committed: 0 });
+      await store.effectMarkCommitted({ lease: leaseOf(a!), name: 'charge', result: 1, reference: null });
+      expect(await usage(fx, 'spend:pay:tenant:North')).toMatchObject({ reserved: 0, committed: 6000 });
+      // The refusal carried when the window resets.
+      const error = await store
+        .effectBegin({ lease: leaseOf(b!), name: 'charge', key: 'k-b', spend: spend(5000) })
+        .catch((e) => e);
+      expect(error.retryAfterMs).toBe(HOUR - (fx.clock.now() % HOUR));
+    });
+
+    g.test('absent and failed release the reservation; the limit itself is allowed', async (fx) => {
+      const { store } = fx;
+      await store.operationSubmitMany([
+        submitParams({ id: 'a' }),
+        submitParams({ id: 'b' }),
+        submitParams({ id: 'c' }),
+      ]);
+      const [a, b, c] = await claim(store, { limit: 3 });
+      await store.effectBegin({ lease: leaseOf(a!), name: 'charge', key: 'k-a', spend: spend(10_000) });
+      expect(await store.effectMarkAbsent({ lease: leaseOf(a!), name: 'charge' })).toBe(true);
+      expect(await usage(fx, 'spend:pay:tenant:North')).toMatchObject({ reserved: 0, committed: 0 });
+      await store.effectBegin({ lease: leaseOf(b!), name: 'charge', key: 'k-b', spend: spend(10_000) });
+      expect(await store.effectMarkFailed({ lease: leaseOf(b!), name: 'charge', error: BOOM })).toBe(true);
+      expect(await usage(fx, 'spend:pay:tenant:North')).toMatchObject({ reserved: 0, committed: 0 });
+      // Exactly the limit fits; a send from absent reserves again.
+      await store.effectBegin({ lease: leaseOf(c!), name: 'charge', key: 'k-c', spend: spend(10_000) });
+      expect(await usage(fx, 'spend:pay:tenant:North')).toMatchObject({ reserved: 10_000 });
+      const over = await rejectionCode(
+        store.effectRecordSend({ lease: leaseOf(a!), name: 'charge', spend: spend(1) }),
+      );
+      expect(over).toBe('budget-exhausted');
+      expect((await store.effectList({ tenant: 'North', id: 'a' }))[0]).toMatchObject({
+        state: 'absent',
+        sends: 1,
+      });
+    });
+
+    g.test('a resend of a pending effect does not reserve twice; a new window starts afresh', async (fx) => {
+      const { store, clock } = fx;
+      await submitCreated(store);
+      const row = await claimOne(store);
+      await store.effectBegin({ lease: leaseOf(row), name: 'charge', key: 'k', spend: spend(7000) });
+      await store.effectRecordSend({ lease: leaseOf(row), name: 'charge', spend: spend(7000) });
+      expect(await usage(fx, 'spend:pay:tenant:North')).toMatchObject({ reserved: 7000 });
+      clock.advance(HOUR);
+      await submitCreated(store, { id: 'op-2' });
+      const next = await claimOne(store);
+      await store.effectBegin({ lease: leaseOf(next), name: 'charge', key: 'k2', spend: spend(7000) });
+      expect(await usage(fx, 'spend:pay:tenant:North')).toMatchObject({ reserved: 7000, committed: 0 });
+    });
+
+    g.test('reconcile commits or releases what a pending effect holds', async (fx) => {
+      const { store } = fx;
+      await store.operationSubmitMany([submitParams({ id: 'a' }), submitParams({ id: 'b' })]);
+      const rows = await claim(store, { limit: 2 });
+      for (const row of rows) {
+        await store.effectBegin({ lease: leaseOf(row), name: 'charge', key: row.id, spend: spend(1000) });
+        const error = { code: 'effect-outcome-unknown', message: 'unknown' };
+        await store.attemptFinishMany([{ lease: leaseOf(row), outcome: 'needs_reconciliation', error }]);
+      }
+      await store.operationReconcile({
+        tenant: 'North',
+        id: 'a',
+        by: 'ops',
+        reason: 'found it',
+        effects: [{ name: 'charge', outcome: 'committed', result: 1 }],
+        resolution: 'succeeded',
+      });
+      await store.operationReconcile({
+        tenant: 'North',
+        id: 'b',
+        by: 'ops',
+        reason: 'never happened',
+        effects: [{ name: 'charge', outcome: 'absent' }],
+        resolution: 'failed',
+      });
+      expect(await usage(fx, 'spend:pay:tenant:North')).toMatchObject({ reserved: 0, committed: 1000 });
+    });
+  });
+
+  t.group('call-rate caps and request caps', (g) => {
+    g.test('every request draws on the rate cap; over it, refused until the window resets', async (fx) => {
+      const { store, clock } = fx;
+      const rates: BudgetCharge[] = [{ key: 'rate:pay', limit: 2, windowMs: 1000, cost: 1 }];
+      await store.operationSubmitMany([submitParams({ id: 'a' }), submitParams({ id: 'b' })]);
+      const [a, b] = await claim(store, { limit: 2 });
+      await store.effectBegin({ lease: leaseOf(a!), name: 'charge', key: 'ka', rates });
+      await store.effectRecordSend({ lease: leaseOf(a!), name: 'charge', rates });
+      const refused = await store
+        .effectBegin({ lease: leaseOf(b!), name: 'charge', key: 'kb', rates })
+        .catch((e) => e);
+      expect([refused.code, refused.retryAfterMs]).toEqual(['budget-exhausted', 1000 - (clock.now() % 1000)]);
+      clock.advance(1000 - (clock.now() % 1000));
+      expect(
+        (await store.effectBegin({ lease: leaseOf(b!), name: 'charge', key: 'kb', rates })).created,
+      ).toBe(true);
+      expect(await usage(fx, 'rate:pay')).toMatchObject({ committed: 1 });
+    });
+
+    g.test('maxCalls caps the requests of the whole operation, across its effects', async ({ store }) => {
+      await submitCreated(store);
+      const lease = leaseOf(await claimOne(store));
+      await store.effectBegin({ lease, name: 'a', key: 'ka', maxCalls: 3 });
+      await store.effectRecordSend({ lease, name: 'a', maxCalls: 3 });
+      await store.effectBegin({ lease, name: 'b', key: 'kb', maxCalls: 3 });
+      expect(await rejectionCode(store.effectRecordSend({ lease, name: 'b', maxCalls: 3 }))).toBe(
+        'provider-call-limit-exceeded',
+      );
+      expect(await rejectionCode(store.effectBegin({ lease, name: 'c', key: 'kc', maxCalls: 3 }))).toBe(
+        'provider-call-limit-exceeded',
+      );
+      expect((await store.effectList(ref)).map((e) => [e.name, e.sends])).toEqual([
+        ['a', 2],
+        ['b', 1],
+      ]);
+    });
+  });
+
+  t.group('retry budget', (g) => {
+    const budget = { windowMs: 60_000, bucketMs: 1000, ratio: 0.1, floor: 2, shard: 0 };
+
+    g.test(
+      'retries stay under floor + ratio × first attempts in the window; denials are counted',
+      async (fx) => {
+        const { store, clock } = fx;
+        await store.operationSubmitMany(
+          Array.from({ length: 20 }, (_, i) => submitParams({ id: `op-${i}` })),
+        );
+        const claimed = await store.operationClaimMany({
+          class: 'default',
+          owner: 'w',
+          limit: 20,
+          leaseMs: 30_000,
+          retryBudget: { bucketMs: 1000, shard: 3 },
+        });
+        expect(claimed.rows).toHaveLength(20);
+        const takes: boolean[] = [];
+        for (let i = 0; i < 6; i++) takes.push((await store.retryBudgetTake(budget)).allowed);
+        // floor 2 + 10% of 20 first attempts = 4 retries.
+        expect(takes).toEqual([true, true, true, true, false, false]);
+        expect(await store.retryBudgetStats({ windowMs: 60_000 })).toEqual({
+          firstAttempts: 20,
+          retries: 4,
+          denials: 2,
+        });
+        // The window slides: a minute later only the floor remains.
+        clock.advance(61_000);
+        expect(await store.retryBudgetStats({ windowMs: 60_000 })).toEqual({
+          firstAttempts: 0,
+          retries: 0,
+          denials: 0,
+        });
+        const later: boolean[] = [];
+        for (let i = 0; i < 3; i++) later.push((await store.retryBudgetTake(budget)).allowed);
+        expect(later).toEqual([true, true, false]);
+      },
+    );
+
+    g.test('only first attempts are counted by the claim', async (fx) => {
+      const { store } = fx;
+      await submitCreated(store);
+      const first = await claimOne(store);
+      await store.attemptFinishMany([{ lease: leaseOf(first), outcome: 'retry', error: BOOM, delayMs: 0 }]);
+      const again = await store.operationClaimMany({
+        class: 'default',
+        owner: 'w',
+        limit: 1,
+        leaseMs: 30_000,
+        retryBudget: { bucketMs: 1000, shard: 0 },
+      });
+      expect(again.rows[0]?.attempt).toBe(2);
+      expect((await store.retryBudgetStats({ windowMs: 60_000 })).firstAttempts).toBe(0);
+    });
+  });
+}

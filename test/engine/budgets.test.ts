@@ -1,0 +1,146 @@
+/**
+ * Budgets are enforced, not alerted: over a spend budget the provider is never called (its
+ * ledger proves it), a call-rate cap defers requests to the next window, and the service-wide
+ * retry budget keeps retries under 10% of first attempts plus a floor while a dependency is down.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { isTerminal, type Sluice } from '../../src/index.js';
+import { FakeClock, ProviderStub } from '../../src/testing/index.js';
+import { type Harness, harness } from '../helpers/engine.js';
+
+const HOUR = 3_600_000;
+
+function defineCharge(sluice: Sluice, provider: ProviderStub, maxAttempts = 5) {
+  sluice.define('charge', {
+    input: z.object({ amount_cents: z.number().int().positive() }),
+    limits: { maxAttempts, deadlineMs: null, backoff: { baseMs: 0, capMs: 0 } },
+    async run(input, ctx) {
+      const charge = await ctx.effect('charge', {
+        provider: 'payments',
+        cost: input.amount_cents,
+        call: ({ key, signal }) => provider.charge({ key, params: { tenant: ctx.tenant, ...input }, signal }),
+      });
+      return { charge: charge.id };
+    },
+  });
+}
+
+/** Waits until every listed operation is terminal or waiting for a time the fake clock has not reached. */
+async function quiescent(h: Harness, clock: FakeClock, ids: string[], tenant = 'North') {
+  for (const id of ids) {
+    await h.sluice.wait(
+      { tenant, id },
+      {
+        timeoutMs: 20_000,
+        until: (o) => isTerminal(o.state) || (o.state === 'queued' && Date.parse(o.runAfter) > clock.now()),
+      },
+    );
+  }
+}
+
+describe('spend budgets', () => {
+  let h: Harness;
+  afterEach(async () => h?.close());
+
+  it('never calls the provider beyond the budget: the ledger stays within it (onExhausted: fail)', async () => {
+    const clock = new FakeClock();
+    h = await harness({
+      clock,
+      sluice: {
+        providers: { payments: { perTenant: { limit: 10_000, windowMs: HOUR }, onExhausted: 'fail' } },
+      },
+    });
+    const provider = new ProviderStub({ clock });
+    defineCharge(h.sluice, provider);
+    h.worker({ slots: { default: 4 } }).start();
+    const ids = Array.from({ length: 6 }, (_, i) => `c${i}`);
+    for (const id of ids)
+      await h.sluice.submit({ tenant: 'North', id, kind: 'charge', input: { amount_cents: 3000 } });
+    const ops = await Promise.all(ids.map((id) => h.sluice.wait({ tenant: 'North', id })));
+    const states = ops.map((o) => o.state).sort();
+    expect(states).toEqual(['failed', 'failed', 'failed', 'succeeded', 'succeeded', 'succeeded']);
+    expect(ops.filter((o) => o.state === 'failed').every((o) => o.error?.code === 'budget-exhausted')).toBe(
+      true,
+    );
+    const spent = provider.ledger().reduce((sum, c) => sum + c.amount_cents, 0);
+    expect(spent).toBe(9000);
+    expect(provider.calls).toBe(3);
+    const usage = await h.store.budgetUsage({ prefix: 'spend:payments:tenant:North', since: clock.now() });
+    expect(usage.map((u) => [u.reserved, u.committed])).toEqual([[0, 9000]]);
+  });
+
+  it('waits for the next window instead (onExhausted: wait), without using attempts', async () => {
+    const clock = new FakeClock('2026-01-01T12:00:00Z');
+    h = await harness({
+      clock,
+      sluice: { providers: { payments: { perTenant: { limit: 5000, windowMs: HOUR } } } },
+    });
+    const provider = new ProviderStub({ clock });
+    defineCharge(h.sluice, provider, 1);
+    h.worker().start();
+    await h.sluice.submit({ tenant: 'North', id: 'a', kind: 'charge', input: { amount_cents: 4000 } });
+    await h.sluice.wait({ tenant: 'North', id: 'a' });
+    await h.sluice.submit({ tenant: 'North', id: 'b', kind: 'charge', input: { amount_cents: 4000 } });
+    await quiescent(h, clock, ['b']);
+    const waiting = await h.sluice.get({ tenant: 'North', id: 'b' });
+    expect([waiting?.state, waiting?.attempt, waiting?.error?.code]).toEqual([
+      'queued',
+      0,
+      'budget-exhausted',
+    ]);
+    expect(Date.parse(waiting!.runAfter)).toBeGreaterThanOrEqual(Date.parse('2026-01-01T13:00:00Z'));
+    expect(provider.calls).toBe(1);
+    clock.set(Date.parse(waiting!.runAfter));
+    const done = await h.sluice.wait({ tenant: 'North', id: 'b' });
+    expect([done.state, done.attempt]).toEqual(['succeeded', 1]);
+    expect(provider.ledger()).toHaveLength(2);
+  });
+
+  it('a call-rate cap defers requests to the next window', async () => {
+    const clock = new FakeClock();
+    h = await harness({ clock, sluice: { providers: { payments: { rate: { limit: 2, windowMs: 1000 } } } } });
+    const provider = new ProviderStub({ clock });
+    defineCharge(h.sluice, provider);
+    h.worker().start();
+    const ids = ['r1', 'r2', 'r3', 'r4', 'r5'];
+    for (const id of ids)
+      await h.sluice.submit({ tenant: 'North', id, kind: 'charge', input: { amount_cents: 1 } });
+    for (let window = 0; window < 5; window++) {
+      await quiescent(h, clock, ids);
+      // Never more than 2 requests in any 1 s window.
+      expect(provider.calls).toBeLessThanOrEqual(2 * (window + 1));
+      clock.advance(1000);
+    }
+    for (const id of ids) expect((await h.sluice.wait({ tenant: 'North', id })).state).toBe('succeeded');
+    expect(provider.calls).toBe(5);
+  });
+});
+
+describe('the service-wide retry budget', () => {
+  let h: Harness;
+  afterEach(async () => h?.close());
+
+  it('keeps retries within 10% of first attempts plus the floor while the provider fails every call', async () => {
+    const clock = new FakeClock();
+    h = await harness({ clock, sluice: { retryBudget: { ratio: 0.1, floor: 10, windowMs: 60_000 } } });
+    const provider = new ProviderStub({ clock });
+    provider.failNext(1_000_000, 'unavailable');
+    defineCharge(h.sluice, provider);
+    h.worker({ slots: { default: 8 } }).start();
+    const ids = Array.from({ length: 200 }, (_, i) => `op-${i}`);
+    for (const id of ids)
+      await h.sluice.submit({ tenant: 'North', id, kind: 'charge', input: { amount_cents: 100 } });
+    await quiescent(h, clock, ids);
+    const stats = await h.store.retryBudgetStats({ windowMs: 60_000 });
+    expect(stats.firstAttempts).toBe(200);
+    expect(stats.retries).toBeLessThanOrEqual(10 + 0.1 * 200);
+    expect(stats.retries).toBeGreaterThanOrEqual(29); // the budget was used, not just refused
+    expect(stats.denials).toBeGreaterThan(0);
+    // What the provider saw: first attempts plus the retries the budget allowed, nothing more.
+    expect(provider.calls).toBe(stats.firstAttempts + stats.retries);
+    console.log(
+      `retry budget: first=${stats.firstAttempts} retries=${stats.retries} denials=${stats.denials} calls=${provider.calls}`,
+    );
+  });
+});
