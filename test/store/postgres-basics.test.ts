@@ -833,10 +833,53 @@ describe('wake-ups', () => {
   });
 });
 
-/** A TCP relay to the database that can be cut, standing in for a server that went away. */
-async function relay(target: URL): Promise<{ url: string; cut(): Promise<void> }> {
+describe('wake-ups across an outage at start', () => {
+  it('a listener started while the database is unreachable listens once it is back', async () => {
+    const [submitter] = await processes(1);
+    const link = await relay(new URL(db.url), { closed: true });
+    const listener = postgresStore({
+      connectionString: link.url,
+      schema: submitter!.context.schema,
+      connectTimeoutMs: 2000,
+    });
+    let reconnected!: () => void;
+    const back = new Promise<void>((resolve) => {
+      reconnected = resolve;
+    });
+    let woke!: (cls: string) => void;
+    const wake = new Promise<string>((resolve) => {
+      woke = resolve;
+    });
+    // Resolves although nothing answers: it keeps trying in the background.
+    const stop = await listener.subscribe((cls) => woke(cls), { onReconnect: () => reconnected() });
+    try {
+      link.open();
+      await back;
+      await submitter!.operationSubmitMany([item({ class: 'bulk' })]);
+      expect(await wake).toBe('bulk');
+    } finally {
+      await stop();
+      await listener.close();
+      await link.cut();
+    }
+  });
+});
+
+/**
+ * A TCP relay to the database that can be cut, standing in for a server that went away; created
+ * closed, it drops every connection until `open()` (a server that is not there yet).
+ */
+async function relay(
+  target: URL,
+  options: { closed?: boolean } = {},
+): Promise<{ url: string; cut(): Promise<void>; open(): void }> {
   const sockets = new Set<Socket>();
+  let closed = options.closed ?? false;
   const server: Server = createServer((inbound) => {
+    if (closed) {
+      inbound.destroy();
+      return;
+    }
     const outbound = new Socket();
     outbound.connect(Number(target.port || 5432), target.hostname);
     for (const s of [inbound, outbound]) {
@@ -853,6 +896,9 @@ async function relay(target: URL): Promise<{ url: string; cut(): Promise<void> }
   url.port = String(typeof address === 'object' && address ? address.port : 0);
   return {
     url: url.toString(),
+    open: () => {
+      closed = false;
+    },
     cut: () =>
       new Promise((resolve) => {
         for (const s of sockets) s.destroy();

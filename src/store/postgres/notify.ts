@@ -22,8 +22,10 @@ const MIN_BACKOFF_MS = 100;
 const MAX_BACKOFF_MS = 5000;
 
 /**
- * Listens for wake-ups. Resolves once listening (rejects, classified, if the first connection
- * fails); the returned function stops listening and closes the connection.
+ * Listens for wake-ups. Resolves once listening — or, if the database cannot be reached yet, at
+ * once, and keeps trying in the background with back-off (a worker started during an outage
+ * must not stay deaf after it); `onReconnect` is called whenever listening starts late or again.
+ * The returned function stops listening and closes the connection.
  */
 export async function subscribe(
   ctx: PgContext,
@@ -87,7 +89,11 @@ export async function subscribe(
     if (c) await c.end().catch(() => {});
   };
 
-  await connect();
+  try {
+    await connect();
+  } catch {
+    schedule();
+  }
   return async () => {
     closed = true;
     if (timer) clearTimeout(timer);
