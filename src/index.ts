@@ -17,6 +17,12 @@ export {
 } from './core/states.js';
 export { deriveEffectKey, type EffectKeyFn } from './effects/effect-key.js';
 export type { EffectCall, EffectOptions, LookupResult } from './effects/run-effect.js';
+export type {
+  AttemptEndOutcome,
+  OperationRef,
+  SluiceEventMap,
+  SluiceEvents,
+} from './observability/events.js';
 export { DEFAULT_RETENTION, type RetentionPolicy } from './queue/maintenance.js';
 export { type BackoffOptions, backoffCeiling, DEFAULT_BACKOFF, fullJitterDelay } from './retry/backoff.js';
 export type { AttemptReport } from './runtime/attempt.js';

@@ -17,6 +17,7 @@ import {
   CapacityExceeded,
   InputTooLarge,
   InvalidArgument,
+  isSluiceError,
   OperationConflict,
   OperationExpired,
   OperationNotFound,
@@ -27,6 +28,7 @@ import { assertOperationId, assertTenant } from './core/identity.js';
 import { type Operation, toOperation } from './core/operation.js';
 import { isTerminal, OPERATION_STATES, type OperationState } from './core/states.js';
 import { deriveEffectKey, type EffectKeyFn } from './effects/effect-key.js';
+import { createEvents, type SluiceEvents } from './observability/events.js';
 import { DEFAULT_RETENTION, purgeAll, type RetentionPolicy, rescueAll } from './queue/maintenance.js';
 import { Wakeup } from './queue/wakeup.js';
 import { controllerKey } from './runtime/attempt.js';
@@ -133,6 +135,8 @@ export type Include = 'attempts' | 'effects' | 'events';
 export class Sluice {
   readonly store: Store;
   readonly log: Logger;
+  /** What the engine tells observers (metrics, tests): see observability/events.ts. */
+  readonly events: SluiceEvents = createEvents();
   private readonly kinds = new Map<string, Kind>();
   private readonly workers = new Set<Worker>();
   private readonly wakeup = new Wakeup();
@@ -197,6 +201,32 @@ export class Sluice {
    * @throws InputTooLarge, InputInvalid, InputNotJson, UnknownKind, InvalidArgument, CapacityExceeded
    */
   async submit(request: SubmitRequest, options: SubmitOptions = {}): Promise<SubmitResult> {
+    try {
+      const result = await this.accept(request, options);
+      const op = result.operation;
+      this.events.emit('submitted', {
+        tenant: op.tenant,
+        id: op.id,
+        kind: op.kind,
+        class: op.class,
+        created: result.created,
+      });
+      return result;
+    } catch (error) {
+      if (isSluiceError(error)) {
+        const kind = typeof request?.kind === 'string' ? request.kind : '';
+        this.events.emit('rejected', {
+          tenant: typeof request?.tenant === 'string' ? request.tenant : '',
+          kind,
+          class: this.kinds.get(kind)?.class ?? null,
+          reason: error.code,
+        });
+      }
+      throw error;
+    }
+  }
+
+  private async accept(request: SubmitRequest, options: SubmitOptions): Promise<SubmitResult> {
     const { tenant, id } = request;
     assertTenant(tenant);
     assertOperationId(id);
@@ -400,6 +430,7 @@ export class Sluice {
         maxLeaseExpiries: this.maxLeaseExpiries,
         providers: this.providers,
         retryBudget: this.retryBudget,
+        events: this.events,
         onSettled: (row, _report, durationMs) => {
           if (durationMs !== undefined) this.retryAfter.observe(row.class, durationMs);
           this.changed(row.tenant, row.id);
@@ -414,7 +445,10 @@ export class Sluice {
   /** Rescues expired leases now (workers also do it periodically). */
   async rescueExpiredLeases(): Promise<number> {
     const rescued = await rescueAll(this.store, this.maxLeaseExpiries);
-    for (const r of rescued) this.changed(r.tenant, r.id);
+    for (const r of rescued) {
+      this.events.emit('rescued', r);
+      this.changed(r.tenant, r.id);
+    }
     if (rescued.length > 0) this.wakeup.notifyAll();
     return rescued.length;
   }

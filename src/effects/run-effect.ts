@@ -96,7 +96,7 @@ export interface EffectRuntime {
   checkAlive(): void;
   /** Called when a failpoint simulates this worker's death: the attempt writes nothing more. */
   markCrashed(): void;
-  onCall?(name: string, outcome: string): void;
+  onCall?(name: string, provider: string | null, outcome: string): void;
 }
 
 const NAME = /^[A-Za-z0-9_.:-]{1,100}$/;
@@ -158,7 +158,7 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
         reference: row.reference,
       });
       rt.checkAlive();
-      rt.onCall?.(name, `lookup-${found.status}`);
+      rt.onCall?.(name, options.provider ?? null, `lookup-${found.status}`);
       if (found.status === 'committed') {
         await commit(rt, name, found.result, found.reference ?? options.reference?.(found.result) ?? null);
         return found.result;
@@ -193,7 +193,17 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
     result = await options.call({ key: row.key, signal: rt.signal, send: row.sends });
   } catch (error) {
     rt.checkAlive();
-    rt.onCall?.(name, isPermanent(error) ? 'permanent' : isEffectConflict(error) ? 'conflict' : 'error');
+    rt.onCall?.(
+      name,
+      options.provider ?? null,
+      isPermanent(error)
+        ? 'permanent'
+        : isEffectConflict(error)
+          ? 'conflict'
+          : isRetryable(error)
+            ? 'retryable'
+            : 'ambiguous',
+    );
     // A permanent refusal is an answer: the effect did not and will not happen under this key.
     if (isPermanent(error)) {
       await rt.store.effectMarkFailed({ lease: rt.lease, name, error: toErrorRecord(error, 'permanent') });
@@ -204,7 +214,7 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
     // Anything else leaves the row pending: the next attempt recovers under the same key.
     throw error;
   }
-  rt.onCall?.(name, 'committed');
+  rt.onCall?.(name, options.provider ?? null, 'committed');
   await hit(rt, 'effect.after-call', info);
   rt.checkAlive();
   await commit(rt, name, result, options.reference?.(result) ?? null);

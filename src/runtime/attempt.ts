@@ -26,6 +26,7 @@ import {
   UnknownKind,
 } from '../core/errors/index.js';
 import type { EffectKeyFn } from '../effects/effect-key.js';
+import type { SluiceEvents } from '../observability/events.js';
 import type { Heartbeat } from '../queue/heartbeat.js';
 import { type AttemptEnd, classifyFailure } from '../retry/classify.js';
 import type { Store } from '../store/store.js';
@@ -54,26 +55,31 @@ export interface AttemptEnv {
   tempCheckMs: number;
   /** Bytes currently held in temporary folders, by attempt: read by metrics. */
   tempBytes: Map<string, number>;
-  onEffectCall?(kind: string, effect: string, outcome: string): void;
+  events: SluiceEvents;
   providers: ProviderBudgets;
   retryBudget: (RetryBudgetConfig & { shard: number }) | false;
 }
 
 export type AttemptReport =
   | { outcome: 'crashed' | 'abandoned' }
-  | { outcome: 'written'; end: FinishParams['outcome']; accepted: boolean };
+  | { outcome: 'written'; end: FinishParams['outcome']; accepted: boolean; errorCode: string | null };
 
 export const controllerKey = (tenant: string, id: string) => `${tenant}\u0000${id}`;
 
 /** The code that marks an operation whose retry the service-wide budget denied. */
 const RETRY_DENIED = 'retry-budget-exhausted';
 
-async function takeRetry(env: AttemptEnv, log: Logger): Promise<boolean> {
+async function takeRetry(env: AttemptEnv, row: OperationRow, log: Logger): Promise<boolean> {
   if (!env.retryBudget) return true;
   const { allowed } = await env.store.retryBudgetTake(env.retryBudget);
-  if (!allowed) log.warn('retry denied by the service-wide retry budget');
+  if (!allowed) {
+    log.warn('retry denied by the service-wide retry budget');
+    env.events.emit('retry-denied', refOf(row));
+  }
   return allowed;
 }
+
+const refOf = (row: OperationRow) => ({ tenant: row.tenant, id: row.id, kind: row.kind, class: row.class });
 
 /** Back to the queue after a random wait, without using an attempt; never past the deadline. */
 function deferRetry(
@@ -99,11 +105,38 @@ function deferRetry(
   };
 }
 
+const TERMINAL_ENDS = new Set(['succeeded', 'failed', 'dead', 'needs_reconciliation', 'cancelled']);
+
+/** Runs one attempt and tells observers when it starts and how it ends (sluice.events). */
 export async function runAttempt(
   env: AttemptEnv,
   row: OperationRow,
   claimNow: number,
 ): Promise<AttemptReport> {
+  const started = performance.now();
+  env.events.emit('attempt-started', {
+    ...refOf(row),
+    attempt: row.attempt,
+    firstAttemptAgeMs: row.attempt === 1 ? Math.max(0, claimNow - row.createdAt) : null,
+  });
+  const report = await attemptOnce(env, row, claimNow);
+  const durationMs = performance.now() - started;
+  const ended = report.outcome === 'written' ? report.end : report.outcome;
+  env.events.emit('attempt-ended', {
+    ...refOf(row),
+    attempt: row.attempt,
+    outcome: ended,
+    durationMs,
+    endToEndMs:
+      report.outcome === 'written' && report.accepted && TERMINAL_ENDS.has(ended)
+        ? Math.max(0, claimNow + durationMs - row.createdAt)
+        : null,
+    errorCode: report.outcome === 'written' ? report.errorCode : null,
+  });
+  return report;
+}
+
+async function attemptOnce(env: AttemptEnv, row: OperationRow, claimNow: number): Promise<AttemptReport> {
   const lease: LeaseRef = { tenant: row.tenant, id: row.id, epoch: row.epoch };
   const log = env.log.child({ tenant: row.tenant, operation: row.id, attempt: row.attempt, kind: row.kind });
   const info = { tenant: row.tenant, id: row.id, attempt: row.attempt };
@@ -128,7 +161,7 @@ export async function runAttempt(
   } else if (deadlineInMs !== null && deadlineInMs <= 0) {
     // Never start an operation whose deadline has already passed.
     end = { outcome: 'failed', error: endAtDeadline(false).error! };
-  } else if (row.error?.code === RETRY_DENIED && env.retryBudget && !(await takeRetry(env, log))) {
+  } else if (row.error?.code === RETRY_DENIED && env.retryBudget && !(await takeRetry(env, row, log))) {
     // A retry the service-wide budget denied earlier asks again, and is denied again: not now.
     end = deferRetry(env, row.error, deadlineInMs);
   } else {
@@ -137,7 +170,7 @@ export async function runAttempt(
     end = result === 'crashed' ? { outcome: 'abandon' } : result;
     // A failure about to be retried draws on the service-wide retry budget; denied, the retry
     // is marked and deferred (the failed attempt did run, so it counts).
-    if (end.outcome === 'retry' && env.retryBudget && !(await takeRetry(env, log))) {
+    if (end.outcome === 'retry' && env.retryBudget && !(await takeRetry(env, row, log))) {
       const deferred = deferRetry(env, end.error, deadlineInMs);
       end =
         deferred.outcome === 'deferred'
@@ -169,7 +202,12 @@ export async function runAttempt(
     if (isSimulatedCrash(error)) return { outcome: 'crashed' };
     throw error;
   }
-  return { outcome: 'written', end: end.outcome, accepted };
+  return {
+    outcome: 'written',
+    end: end.outcome,
+    accepted,
+    errorCode: 'error' in end ? end.error.code : null,
+  };
 }
 
 async function execute(
@@ -253,7 +291,8 @@ async function execute(
         markCrashed: () => {
           crashed = true;
         },
-        onCall: (effect, outcome) => env.onEffectCall?.(row.kind, effect, outcome),
+        onCall: (effect, provider, outcome) =>
+          env.events.emit('effect', { ...refOf(row), effect, provider, outcome }),
       },
     },
   );

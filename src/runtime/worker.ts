@@ -19,6 +19,7 @@ import type { ProviderBudgets } from '../admission/budgets.js';
 import type { RetryBudgetConfig } from '../admission/retry-budget.js';
 import { isStoreError, WorkerShutdown } from '../core/errors/index.js';
 import type { EffectKeyFn } from '../effects/effect-key.js';
+import type { SluiceEvents } from '../observability/events.js';
 import { Heartbeat } from '../queue/heartbeat.js';
 import { PeriodicTask, purgeAll, type RetentionPolicy, rescueAll } from '../queue/maintenance.js';
 import type { Wakeup } from '../queue/wakeup.js';
@@ -66,8 +67,8 @@ export interface WorkerEnv {
   maxLeaseExpiries: number;
   providers: ProviderBudgets;
   retryBudget: RetryBudgetConfig | false;
+  events: SluiceEvents;
   onSettled(row: OperationRow, report: AttemptReport, durationMs?: number): void;
-  onEffectCall?(kind: string, effect: string, outcome: string): void;
 }
 
 export interface WorkerEvents {
@@ -164,6 +165,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         rescueIntervalMs,
         async () => {
           const rescued = await rescueAll(this.env.store, this.env.maxLeaseExpiries);
+          for (const r of rescued) this.env.events.emit('rescued', r);
           if (rescued.length > 0) {
             this.log.warn({ rescued: rescued.length }, 'expired leases rescued');
             for (const r of rescued) if (r.to === 'queued') this.env.wakeup.notifyAll();
@@ -291,7 +293,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         leaseMs: this.leaseMs,
         tempCheckMs: this.options.tempCheckMs ?? 250,
         tempBytes: this.tempBytesByAttempt,
-        onEffectCall: this.env.onEffectCall,
+        events: this.env.events,
         providers: this.env.providers,
         retryBudget: this.env.retryBudget ? { ...this.env.retryBudget, shard: this.shard } : false,
       },

@@ -1,0 +1,60 @@
+/**
+ * @module observability/events
+ * What the engine tells observers, as typed events on `sluice.events`: metrics (prom-client),
+ * dashboards and tests subscribe; the engine knows nothing of them. Emitted synchronously and
+ * cheap: a listener must not throw or block.
+ */
+import { EventEmitter } from 'node:events';
+import type { OperationState } from '../core/states.js';
+
+export interface OperationRef {
+  tenant: string;
+  id: string;
+  kind: string;
+  class: string;
+}
+
+export type AttemptEndOutcome =
+  | 'succeeded'
+  | 'failed'
+  | 'retry'
+  | 'dead'
+  | 'needs_reconciliation'
+  | 'cancelled'
+  | 'released'
+  | 'deferred'
+  | 'crashed'
+  | 'abandoned';
+
+export interface SluiceEventMap {
+  /** An operation was accepted (`created`) or answered from its record (a duplicate). */
+  submitted: [OperationRef & { created: boolean }];
+  /** A submission was refused before anything was stored; `reason` is the error code. */
+  rejected: [{ tenant: string; kind: string; class: string | null; reason: string }];
+  /** An attempt started. `firstAttemptAgeMs`: for a first attempt, how long it waited since acceptance. */
+  'attempt-started': [OperationRef & { attempt: number; firstAttemptAgeMs: number | null }];
+  /** An attempt ended. `endToEndMs`: acceptance to the end, when the operation ended for good. */
+  'attempt-ended': [
+    OperationRef & {
+      attempt: number;
+      outcome: AttemptEndOutcome;
+      durationMs: number;
+      endToEndMs: number | null;
+      errorCode: string | null;
+    },
+  ];
+  /** A request to a provider (or a lookup) and how it went. */
+  effect: [OperationRef & { effect: string; provider: string | null; outcome: string }];
+  /** An expired lease was rescued: redelivered (`queued`) or parked. */
+  rescued: [{ tenant: string; id: string; to: OperationState }];
+  /** The service-wide retry budget denied a retry. */
+  'retry-denied': [OperationRef];
+}
+
+export type SluiceEvents = EventEmitter<SluiceEventMap>;
+
+export function createEvents(): SluiceEvents {
+  const events = new EventEmitter<SluiceEventMap>();
+  events.setMaxListeners(0);
+  return events;
+}
