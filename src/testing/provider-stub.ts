@@ -64,6 +64,10 @@ export class ProviderStub {
   refundCalls = 0;
   private readonly charges: Charge[] = [];
   private readonly refunds: Refund[] = [];
+  // Indexes: a benchmark makes tens of thousands of charges, and a scan per call would dominate.
+  private readonly chargeById = new Map<string, Charge>();
+  private readonly refundById = new Map<string, Refund>();
+  private readonly chargesByKey = new Map<string, Charge[]>();
   private readonly keys = new Map<string, KeyEntry>();
   private failures: Array<{ mode: FailureMode; left: number }> = [];
   private hangs = new Set<() => void>();
@@ -108,7 +112,7 @@ export class ProviderStub {
 
   /** Charges made under `key` (more than one means a double charge). */
   chargesFor(key: string): Charge[] {
-    return this.charges.filter((c) => c.key === key);
+    return [...(this.chargesByKey.get(key) ?? [])];
   }
 
   /** Keys with more than one charge: the invariant Sluice exists to keep at zero. */
@@ -140,9 +144,11 @@ export class ProviderStub {
           refunded_cents: 0,
         };
         this.charges.push(charge);
+        this.chargeById.set(charge.id, charge);
+        this.chargesByKey.set(charge.key, [...(this.chargesByKey.get(charge.key) ?? []), charge]);
         return charge.id;
       });
-      return { ...this.charges.find((c) => c.id === id)! };
+      return { ...this.chargeById.get(id)! };
     });
   }
 
@@ -157,7 +163,7 @@ export class ProviderStub {
     return this.perform(args.signal, () => {
       const params = { charge: args.charge, amount_cents: args.amount_cents };
       const id = this.idempotent(args.key, params, () => {
-        const charge = this.charges.find((c) => c.id === args.charge);
+        const charge = this.chargeById.get(args.charge);
         if (!charge) throw new Permanent(`no charge ${args.charge}`, { code: 'provider-no-such-charge' });
         if (args.amount_cents <= 0 || charge.refunded_cents + args.amount_cents > charge.amount_cents) {
           throw new Permanent('refund exceeds the charge', { code: 'provider-refund-too-large' });
@@ -171,16 +177,17 @@ export class ProviderStub {
           createdAt: this.clock.now(),
         };
         this.refunds.push(refund);
+        this.refundById.set(refund.id, refund);
         return refund.id;
       });
-      return { ...this.refunds.find((r) => r.id === id)! };
+      return { ...this.refundById.get(id)! };
     });
   }
 
   /** Authoritative: the charge made under `key`, if any, from the permanent ledger. */
   async lookup(key: string): Promise<{ status: 'committed'; charge: Charge } | { status: 'absent' }> {
     this.lookups++;
-    const charge = [...this.charges].reverse().find((c) => c.key === key);
+    const charge = this.chargesByKey.get(key)?.at(-1);
     return charge ? { status: 'committed', charge: { ...charge } } : { status: 'absent' };
   }
 
