@@ -4,6 +4,10 @@
  * provider stub on loopback, and worker processes on both. `close()` kills every worker process,
  * closes the stub and the store, and removes what the rig created.
  *
+ * With `config` (test/helpers/worker-process.ts `WorkerConfig`), the test process's `Sluice` and
+ * every worker process share one admission and budget configuration: classes and tenant caps
+ * (stored with each submit), the retry budget, the `charge` kind's class, and an `export` kind.
+ *
  * The store is a SQLite file in a temp folder (the default), or a fresh PostgreSQL schema:
  * - `store: 'postgres'`: in a database of the rig's own (test/helpers/postgres.ts: a new database
  *   on `DATABASE_URL`'s server, else a private embedded server), dropped by `close()`;
@@ -21,7 +25,13 @@ import {
 } from '../../src/testing/index.js';
 import { type Harness, harness } from './engine.js';
 import { type PgTestDatabase, startPostgres } from './postgres.js';
-import { assertBuilt, killAllWorkers, WorkerProcess, type WorkerProcessOptions } from './worker-process.js';
+import {
+  assertBuilt,
+  killAllWorkers,
+  type WorkerConfig,
+  WorkerProcess,
+  type WorkerProcessOptions,
+} from './worker-process.js';
 
 export type RigStore = 'sqlite' | 'postgres' | { postgresUrl: string };
 
@@ -42,6 +52,8 @@ export interface Rig {
   provider: ProviderServer;
   /** Set when the store is PostgreSQL. */
   postgres: RigPostgres | undefined;
+  /** The admission and budget configuration every worker process gets (unless its spawn overrides it). */
+  config: WorkerConfig | undefined;
   /** Spawns a worker process on the rig's store and stub (does not wait for it). */
   spawn(id: string, options?: SpawnOptions): WorkerProcess;
   /** Spawns a worker process and waits for its `ready` line. */
@@ -60,6 +72,8 @@ export async function processRig(
     store?: RigStore;
     /** Connections of the test process's PostgreSQL pool. Default 4. */
     poolSize?: number;
+    /** Admission and budget configuration, for the test process and every worker process. */
+    config?: WorkerConfig;
   } = {},
 ): Promise<Rig> {
   assertBuilt();
@@ -77,20 +91,31 @@ export async function processRig(
   }
   let h: Harness;
   try {
-    h = await harness(pgStore ? { store: pgStore } : {});
+    const { classes, tenants, retryBudget } = options.config ?? {};
+    h = await harness({ store: pgStore, sluice: { classes, tenants, retryBudget } });
   } catch (error) {
     await pgStore?.close();
     await database?.stop();
     throw error;
   }
   // Same name and schema as the worker processes' kind; its limits are stored with each operation.
+  const runsNothing = () => {
+    throw new Error('the test process runs no worker');
+  };
   h.sluice.define('charge', {
+    class: options.config?.charge?.class,
     input: z.object({ invoice: z.number().int().nonnegative(), amount_cents: z.number().int().positive() }),
     limits: { maxAttempts: options.maxAttempts ?? 5 },
-    run() {
-      throw new Error('the test process runs no worker');
-    },
+    run: runsNothing,
   });
+  if (options.config?.export) {
+    h.sluice.define('export', {
+      class: options.config.export.class,
+      input: z.object({ n: z.number().int().nonnegative() }),
+      limits: { maxAttempts: options.maxAttempts ?? 5 },
+      run: runsNothing,
+    });
+  }
   const provider = await startProviderServer(options.provider);
   const postgres: RigPostgres | undefined =
     pgStore && url
@@ -114,6 +139,7 @@ export async function processRig(
   let closed = false;
   const spawnOne: Rig['spawn'] = (id, o) =>
     new WorkerProcess({
+      config: options.config,
       ...o,
       env: env(o),
       db: postgres?.url ?? h.dbPath,
@@ -125,6 +151,7 @@ export async function processRig(
     h,
     provider,
     postgres,
+    config: options.config,
     spawn: spawnOne,
     async start(id, o) {
       const worker = spawnOne(id, o);

@@ -10,6 +10,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import type { SluiceOptions } from '../../src/index.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
 const script = join(root, 'test/fixtures/worker-process.mjs');
@@ -32,6 +33,23 @@ export interface WorkerExit {
   signal: NodeJS.Signals | null;
 }
 
+/**
+ * Admission and budget configuration of a worker process (its `SLUICE_CONFIG`, JSON): the same
+ * object configures the test process's own `Sluice` in the rig (test/helpers/process-rig.ts),
+ * so both sides of the store agree on classes, caps and kinds.
+ */
+export interface WorkerConfig {
+  classes?: SluiceOptions['classes'];
+  tenants?: SluiceOptions['tenants'];
+  retryBudget?: SluiceOptions['retryBudget'];
+  /** Worker slots per class in each process (classes not listed: `SLOTS`). */
+  slots?: Record<string, number>;
+  /** The `charge` kind's class (default `default`) and work before its effect, in ms. */
+  charge?: { class?: string; workMs?: number };
+  /** Also define an `export` kind (input `{ n }`, no effect) in this class, working `workMs`. */
+  export?: { class?: string; workMs?: number };
+}
+
 export interface WorkerProcessOptions {
   /** The store: a SQLite file path, or a `postgres://` URL. */
   db: string;
@@ -42,6 +60,8 @@ export interface WorkerProcessOptions {
   id: string;
   /** `SLUICE_FAILPOINTS`, e.g. `C2=kill`. */
   failpoints?: string;
+  /** Admission and budget configuration (`SLUICE_CONFIG`). */
+  config?: WorkerConfig;
   /** Further environment: LEASE_MS, SLOTS, MAX_LEASE_EXPIRIES, LOOKUP… */
   env?: Record<string, string>;
 }
@@ -71,6 +91,7 @@ export class WorkerProcess {
         WORKER_ID: options.id,
         SLUICE_FAILPOINTS: options.failpoints ?? '',
         SLUICE_LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'error',
+        SLUICE_CONFIG: options.config ? JSON.stringify(options.config) : '',
         ...options.env,
       },
     });

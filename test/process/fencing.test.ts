@@ -75,7 +75,7 @@ describe('a worker process paused past its lease (SIGSTOP) is fenced when it res
     final: Operation;
   }) {
     expect(s.afterA).toEqual(s.atStopB);
-    expect(s.bEnd.report).toEqual({ outcome: 'written', end: 'succeeded', accepted: true });
+    expect(s.bEnd.report).toEqual({ outcome: 'written', end: 'succeeded', accepted: true, errorCode: null });
     expect(s.final.state).toBe('succeeded');
     expect(s.final.attempts?.map((x) => [x.worker, x.outcome])).toEqual([
       ['A', 'lease-expired'],
@@ -110,7 +110,7 @@ describe('a worker process paused past its lease (SIGSTOP) is fenced when it res
     expect(s.atStopA.effects?.map((e) => e.state)).toEqual(['committed']);
     expect(s.atStopB.effects?.map((e) => e.state)).toEqual(['committed']);
     // A wakes straight into the completion write for its old epoch; the store refuses it.
-    expect(s.aEnd.report).toEqual({ outcome: 'written', end: 'succeeded', accepted: false });
+    expect(s.aEnd.report).toEqual({ outcome: 'written', end: 'succeeded', accepted: false, errorCode: null });
     expect(s.aEffectError).toBeUndefined();
     // B found the effect committed in the journal and never called the provider.
     expect(rig.provider.stub.calls).toBe(1);
