@@ -144,3 +144,33 @@ describe('the service-wide retry budget', () => {
     );
   });
 });
+
+describe('the per-operation cap on provider requests', () => {
+  let h: Harness;
+  afterEach(async () => h?.close());
+
+  it('stops the operation before the request that would go over maxProviderCalls', async () => {
+    h = await harness();
+    const provider = new ProviderStub();
+    h.sluice.define('fan-out', {
+      input: z.object({ parts: z.number().int() }),
+      limits: { maxProviderCalls: 2 },
+      async run(input, ctx) {
+        for (let i = 0; i < input.parts; i++) {
+          await ctx.effect(`part-${i}`, {
+            call: ({ key }) => provider.charge({ key, params: { amount_cents: 1 } }),
+          });
+        }
+        return { parts: input.parts };
+      },
+    });
+    h.worker().start();
+    await h.sluice.submit({ tenant: 'North', id: 'two', kind: 'fan-out', input: { parts: 2 } });
+    await h.sluice.submit({ tenant: 'North', id: 'three', kind: 'fan-out', input: { parts: 3 } });
+    expect((await h.sluice.wait({ tenant: 'North', id: 'two' })).state).toBe('succeeded');
+    const three = await h.sluice.wait({ tenant: 'North', id: 'three' });
+    expect([three.state, three.error?.code]).toEqual(['failed', 'provider-call-limit-exceeded']);
+    // Two requests for each operation, none for the third part.
+    expect(provider.calls).toBe(4);
+  });
+});
