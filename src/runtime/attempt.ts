@@ -33,6 +33,7 @@ import type { Store } from '../store/store.js';
 import type { FinishParams, LeaseRef, OperationRow } from '../store/types.js';
 import { OperationContext } from './context.js';
 import { failpoint, isSimulatedCrash, SimulatedCrash } from './failpoints.js';
+import { AttemptScope } from './helpers/scope.js';
 import { type Kind, validateInput } from './kinds.js';
 import { TempDirs } from './temp-dirs.js';
 
@@ -222,10 +223,12 @@ async function execute(
   const started = performance.now();
   const timeLimit = Math.min(kind.limits.attemptTimeoutMs, deadlineInMs ?? Number.POSITIVE_INFINITY);
   const byDeadline = deadlineInMs !== null && deadlineInMs <= kind.limits.attemptTimeoutMs;
-  const timer = setTimeout(
-    () => controller.abort(byDeadline ? new DeadlineExceeded(row.id) : new AttemptTimeout(row.id, timeLimit)),
-    timeLimit,
-  );
+  const timeUp = () => (byDeadline ? new DeadlineExceeded(row.id) : new AttemptTimeout(row.id, timeLimit));
+  const timer = setTimeout(() => controller.abort(timeUp()), timeLimit);
+  const remainingMs = () => Math.max(0, timeLimit - (performance.now() - started));
+  // What the context helpers start (subprocesses, queries, requests): stopped before the
+  // attempt's temporary folders are removed, on every exit path.
+  const scope = new AttemptScope({ signal: controller.signal, remainingMs, timeUp, log });
   let crashed = false;
   const checkAlive = () => {
     if (crashed) throw new SimulatedCrash('after crash');
@@ -265,7 +268,8 @@ async function execute(
       log,
     },
     {
-      remainingMs: () => Math.max(0, timeLimit - (performance.now() - started)),
+      remainingMs,
+      scope,
       tempDir: () => {
         checkAlive();
         controller.signal.throwIfAborted();
@@ -337,6 +341,8 @@ async function execute(
       env.random,
     );
   } finally {
+    // Subprocesses first: they may still be writing into the temporary folders.
+    await scope.close();
     clearTimeout(timer);
     clearInterval(tempTimer);
     env.tempBytes.delete(ckey);

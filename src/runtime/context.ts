@@ -1,7 +1,9 @@
 /**
  * @module runtime/context
  * What a handler receives besides its input: who it runs for, the attempt's `AbortSignal`, the
- * time it has left, the effect journal and tracked temporary directories.
+ * time it has left, the effect journal, tracked temporary directories, and helpers that carry the
+ * deadline and cancellation into HTTP (`fetch`), subprocesses (`exec`) and PostgreSQL
+ * (`pgQuery`). See docs/handlers.md.
  *
  * `signal` fires at the earliest of: the attempt timeout, the operation's deadline, a cancel
  * request (only while no effect has begun), the loss of the lease, and worker shutdown. Its
@@ -9,11 +11,18 @@
  */
 import type { Logger } from 'pino';
 import { type EffectOptions, type EffectRuntime, runEffect } from '../effects/run-effect.js';
+import { loggedEffect } from './helpers/effect-log.js';
+import { type ExecOptions, type ExecResult, exec } from './helpers/exec.js';
+import { boundFetch } from './helpers/fetch.js';
+import { type PgClientLike, type PgPoolLike, type PgQueryResult, pgQuery } from './helpers/pg-query.js';
+import type { AttemptScope } from './helpers/scope.js';
 
 export interface AttemptHooks {
   effectRuntime: EffectRuntime;
   tempDir(): string;
   remainingMs(): number;
+  /** What the helpers started in this attempt, stopped when it ends (helpers/scope.ts). */
+  scope: AttemptScope;
 }
 
 export class OperationContext {
@@ -69,11 +78,68 @@ export class OperationContext {
    * ```
    */
   effect<T>(name: string, options: EffectOptions<T>): Promise<T> {
-    return runEffect(this.#hooks.effectRuntime, name, options);
+    const runtime = this.#hooks.effectRuntime;
+    return loggedEffect(this.log, name, runtime.effectKey(name), () => runEffect(runtime, name, options));
   }
 
   /** A fresh directory for this attempt, removed when the attempt ends, however it ends. */
   async tempDir(): Promise<string> {
     return this.#hooks.tempDir();
+  }
+
+  /**
+   * The global `fetch`, stopped at the earliest of the attempt's signal, the time left and the
+   * caller's own signal (`init.signal`). Stopped, the request is torn down and the promise
+   * rejects with the typed reason (`AttemptTimeout`, `DeadlineExceeded`, `CancelRequested`…).
+   * A request that must happen at most once goes inside `ctx.effect`.
+   *
+   * @example
+   * ```ts
+   * const res = await ctx.fetch(`https://api.example.com/rates/${input.currency}`);
+   * if (res.status >= 500) throw new Retryable(`rates: ${res.status}`);
+   * ```
+   */
+  fetch(input: string | URL | Request, init?: RequestInit): Promise<Response> {
+    const scope = this.#hooks.scope;
+    return scope.guard(boundFetch(scope, input, init), 'fetch');
+  }
+
+  /**
+   * Runs a program (no shell) as a subprocess bound to the attempt: when the signal fires, its
+   * whole process group gets `SIGTERM`, then `SIGKILL` after `killGraceMs` (2 s), and the call
+   * rejects with the typed reason once the group is gone. Resolves with the exit code or signal
+   * and the output, captured up to `maxOutputBytes` (1 MiB) per stream or written to files in a
+   * temp directory. Whatever the handler does, no subprocess outlives its attempt.
+   *
+   * @example
+   * ```ts
+   * const { code, stderr } = await ctx.exec('pg_dump', ['--file', 'dump.sql', url], { cwd: 'temp' });
+   * if (code !== 0) throw new Retryable(`pg_dump exited ${code}: ${stderr.slice(0, 500)}`);
+   * ```
+   */
+  exec(command: string, args?: readonly string[], options?: ExecOptions): Promise<ExecResult> {
+    const scope = this.#hooks.scope;
+    const tempDir = () => this.#hooks.tempDir();
+    return scope.guard(exec({ scope, tempDir }, command, args, options), 'exec');
+  }
+
+  /**
+   * One PostgreSQL statement on a node-postgres pool or client, with `statement_timeout` set to
+   * the time the attempt has left (`SET LOCAL`, inside a transaction: the setting never leaks
+   * into the pool), and cancelled on the server the moment the attempt's signal fires.
+   *
+   * @example
+   * ```ts
+   * const { rows } = await ctx.pgQuery<{ total: string }>(
+   *   pool, 'SELECT sum(amount_cents) AS total FROM invoices WHERE tenant = $1', [ctx.tenant]);
+   * ```
+   */
+  pgQuery<R = Record<string, unknown>>(
+    db: PgPoolLike | PgClientLike,
+    text: string,
+    values?: readonly unknown[],
+  ): Promise<PgQueryResult<R>> {
+    const scope = this.#hooks.scope;
+    return scope.guard(pgQuery<R>(scope, db, text, values), 'pgQuery');
   }
 }
