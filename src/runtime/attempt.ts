@@ -228,7 +228,13 @@ async function execute(
   const remainingMs = () => Math.max(0, timeLimit - (performance.now() - started));
   // What the context helpers start (subprocesses, queries, requests): stopped before the
   // attempt's temporary folders are removed, on every exit path.
-  const scope = new AttemptScope({ signal: controller.signal, remainingMs, timeUp, log });
+  const scope = new AttemptScope({
+    signal: controller.signal,
+    remainingMs,
+    timeUp,
+    log,
+    registerGroup: (pgid) => env.tempDirs.registerGroup(pgid),
+  });
   let crashed = false;
   const checkAlive = () => {
     if (crashed) throw new SimulatedCrash('after crash');

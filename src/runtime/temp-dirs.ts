@@ -4,9 +4,16 @@
  * directories live under it and are removed on every exit path of the attempt (success, error,
  * timeout, abort). A worker killed outright leaves its folder behind: the next worker to start
  * on the machine removes the folders of processes that no longer exist.
+ *
+ * The same folder records the process groups of the worker's running subprocesses (`ctx.exec`,
+ * `groups/<pgid>` holding the leader's start time), so the sweep can also kill what a killed
+ * worker left running — re-parented to init, nothing else would stop it. A group is killed only
+ * when it is provably the recorded one: its leader is alive with the recorded start time, or the
+ * leader is gone (Linux never gives a new process a pid still used as a group id, so remaining
+ * members belong to the recorded group). Linux only; elsewhere groups are not recorded.
  */
 import { randomBytes } from 'node:crypto';
-import { lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 function alive(pid: number): boolean {
@@ -19,6 +26,39 @@ function alive(pid: number): boolean {
 }
 
 const safe = (s: string) => s.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 40);
+
+/** A process's start time (clock ticks since boot, /proc/<pid>/stat field 22), or null. */
+function startTime(pid: number): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) may contain spaces: count fields after its closing parenthesis.
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/** Kills the groups a dead worker recorded, where they are provably still the recorded ones. */
+function killRecordedGroups(folder: string): void {
+  let files: string[];
+  try {
+    files = readdirSync(join(folder, 'groups'));
+  } catch {
+    return;
+  }
+  for (const name of files) {
+    const pgid = Number(name);
+    if (!Number.isInteger(pgid) || pgid <= 1) continue;
+    const recorded = readFileSync(join(folder, 'groups', name), 'utf8').trim();
+    const now = startTime(pgid);
+    if (now !== null && now !== recorded) continue; // the pid was reused: not our group
+    try {
+      process.kill(-pgid, 'SIGKILL');
+    } catch {
+      // ESRCH: nothing left in the group
+    }
+  }
+}
 
 export class TempDirs {
   readonly ownerDir: string;
@@ -39,6 +79,7 @@ export class TempDirs {
     for (const name of entries) {
       const pid = Number(name.split('-')[0]);
       if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid || alive(pid)) continue;
+      killRecordedGroups(join(this.root, name));
       rmSync(join(this.root, name), { recursive: true, force: true });
       removed++;
     }
@@ -53,6 +94,23 @@ export class TempDirs {
 
   remove(path: string): void {
     rmSync(path, { recursive: true, force: true });
+  }
+
+  /**
+   * Records a running subprocess group of this worker (see the module header); returns the
+   * function that forgets it once the group is gone.
+   */
+  registerGroup(pgid: number): () => void {
+    const start = process.platform === 'linux' ? startTime(pgid) : null;
+    if (start === null) return () => {};
+    const file = join(this.ownerDir, 'groups', String(pgid));
+    try {
+      mkdirSync(join(this.ownerDir, 'groups'), { recursive: true });
+      writeFileSync(file, start);
+    } catch {
+      return () => {};
+    }
+    return () => rmSync(file, { force: true });
   }
 
   /** Bytes on disk under `path` (files, recursively; symlinks are not followed). */

@@ -5,7 +5,7 @@
  * redelivered operation's own folder is removed when it succeeds there. (Success, error, timeout
  * and abort inside a live worker: test/engine/resources.test.ts and context-helpers.test.ts.)
  */
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -56,5 +56,42 @@ describe('temporary folders after SIGKILL + restart', () => {
     expect(readdirSync(root)).toEqual([basename(dirname(second))]);
     expect(readdirSync(dirname(second))).toEqual([]);
     expect(w2.alive).toBe(true);
+  });
+
+  it('a worker killed while a subprocess runs: the next worker to start kills the orphaned group', async () => {
+    rig = await processRig();
+    rig.h.sluice.define('hold-temp', {
+      input: z.object({ exec: z.boolean().optional() }),
+      limits: { maxAttempts: 3 },
+      run: () => {
+        throw new Error('the test process runs no worker');
+      },
+    });
+    const env = { HOLD_TEMP: '1' };
+    const w1 = await rig.start('w1', { env });
+    await rig.h.sluice.submit({ tenant: 'North', id: 'X1', kind: 'hold-temp', input: { exec: true } });
+    const held = await w1.waitFor((e) => (e.event as string) === 'exec-held', '"exec-held"');
+    const pid = held.pid as number;
+    const alive = (p: number) => {
+      try {
+        process.kill(p, 0);
+        return !readFileSync(`/proc/${p}/stat`, 'utf8').includes(') Z ');
+      } catch {
+        return false;
+      }
+    };
+    expect(alive(pid)).toBe(true);
+
+    w1.signal('SIGKILL');
+    expect(await w1.exit()).toEqual({ code: null, signal: 'SIGKILL' });
+    // Nothing ran on w1's side: its subprocess lives on, re-parented.
+    expect(alive(pid)).toBe(true);
+
+    // The next worker's start-up sweep kills the recorded group before it claims anything.
+    await rig.start('w2', { env });
+    expect(alive(pid)).toBe(false);
+    expect((await rig.h.sluice.wait({ tenant: 'North', id: 'X1' }, { timeoutMs: 20_000 })).state).toBe(
+      'succeeded',
+    );
   });
 });

@@ -168,10 +168,16 @@ export async function exec(
   }
   const group = new ProcessGroup(child as typeof child & { pid: number }, scope.log);
   scope.log.debug({ command, pid }, 'subprocess started');
+  // If this worker is killed outright, the next one to start kills the group (temp-dirs.ts).
+  const forgetGroup = groupsSupported ? scope.registerGroup(pid) : () => {};
 
-  const untrack = scope.track({
-    stop: () => (group.gone() ? Promise.resolve() : group.terminate(graceMs)),
+  const removeTracked = scope.track({
+    stop: () => (group.gone() ? Promise.resolve() : group.terminate(graceMs)).finally(forgetGroup),
   });
+  const untrack = () => {
+    removeTracked();
+    if (group.gone()) forgetGroup();
+  };
   let settled = false;
   return new Promise<ExecResult>((resolve, reject) => {
     const onAbort = () => {

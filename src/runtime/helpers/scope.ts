@@ -54,6 +54,8 @@ export interface ScopeOptions {
   /** The error the attempt's signal gives when its time runs out. */
   timeUp(): Error;
   log: Logger;
+  /** Records a subprocess group so a later worker can kill it if this one dies (temp-dirs.ts). */
+  registerGroup?(pgid: number): () => void;
 }
 
 export class AttemptScope {
@@ -69,6 +71,10 @@ export class AttemptScope {
 
   remainingMs(): number {
     return this.#options.remainingMs();
+  }
+
+  registerGroup(pgid: number): () => void {
+    return this.#options.registerGroup?.(pgid) ?? (() => {});
   }
 
   timeUp(): Error {
