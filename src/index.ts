@@ -17,16 +17,28 @@ export {
 } from './core/states.js';
 export { deriveEffectKey, type EffectKeyFn } from './effects/effect-key.js';
 export type { EffectCall, EffectOptions, LookupResult } from './effects/run-effect.js';
+export type { AuthConfig, Principal } from './http/auth.js';
+export type { FieldError, Problem } from './http/problem.js';
+export { buildServer, type ServerOptions } from './http/server.js';
 export type {
   AttemptEndOutcome,
   OperationRef,
   SluiceEventMap,
   SluiceEvents,
 } from './observability/events.js';
+export {
+  createMetrics,
+  type HttpObservation,
+  type Metrics,
+  type MetricsOptions,
+  type MetricsSource,
+} from './observability/metrics.js';
 export { DEFAULT_RETENTION, type RetentionPolicy } from './queue/maintenance.js';
 export { type BackoffOptions, backoffCeiling, DEFAULT_BACKOFF, fullJitterDelay } from './retry/backoff.js';
 export type { AttemptReport } from './runtime/attempt.js';
 export { OperationContext } from './runtime/context.js';
+export type { ExecOptions, ExecResult } from './runtime/helpers/exec.js';
+export type { PgClientLike, PgPoolLike, PgQueryResult } from './runtime/helpers/pg-query.js';
 export { DEFAULT_LIMITS, type Kind, type KindDefinition, type KindLimits } from './runtime/kinds.js';
 export { Worker, type WorkerOptions } from './runtime/worker.js';
 export {

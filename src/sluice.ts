@@ -189,6 +189,11 @@ export class Sluice {
     return this.kinds.get(name);
   }
 
+  /** Every defined kind, in definition order (the HTTP API's body limit and OpenAPI document). */
+  definedKinds(): Kind[] {
+    return [...this.kinds.values()];
+  }
+
   /**
    * Accepts an operation durably, or answers with the one already accepted under the id.
    * Checks run cheapest first and before anything is stored: identity, kind, JSON form, size,

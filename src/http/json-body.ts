@@ -1,0 +1,107 @@
+/**
+ * @module http/json-body
+ * The only body parser: `application/json`, read as text up to the server's body limit (fastify
+ * refuses more with 413 before reading it: by `Content-Length` at once, by counting otherwise).
+ * Every other content type is refused with 415, so a body never reaches a route unparsed.
+ *
+ * Before `JSON.parse`, one linear scan of the text enforces what parsing cannot undo:
+ * - nesting depth (default 64): a 10,000-level array is tiny but would overflow the stack of
+ *   every recursive walk after it (validation, canonical JSON, the digest);
+ * - numbers within ±(2^53−1) (I-JSON, RFC 7493): a bigger one would be silently rounded, and a
+ *   rounded amount is a different charge. Out of range also covers `1e400` (Infinity).
+ * `JSON.parse` itself is iterative in V8, so the scan, not the parser, is the guard. Keys named
+ * `__proto__` are refused (prototype poisoning), as fastify's own parser does.
+ */
+import type { FastifyInstance } from 'fastify';
+import { ApiError } from './problem.js';
+
+export const DEFAULT_MAX_JSON_DEPTH = 64;
+
+const OPEN_BRACE = 0x7b;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACE = 0x7d;
+const CLOSE_BRACKET = 0x5d;
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const MINUS = 0x2d;
+
+const isNumberChar = (c: number) =>
+  (c >= 0x30 && c <= 0x39) || c === MINUS || c === 0x2b || c === 0x2e || c === 0x45 || c === 0x65;
+
+/** Throws `body-too-deep` or `number-out-of-range`; leaves syntax errors to `JSON.parse`. */
+export function scanJson(text: string, maxDepth: number): void {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === BACKSLASH) i++;
+      else if (c === QUOTE) inString = false;
+      continue;
+    }
+    if (c === QUOTE) {
+      inString = true;
+    } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
+      if (++depth > maxDepth) {
+        throw new ApiError(
+          'body-too-deep',
+          `the body nests arrays and objects more than ${maxDepth} levels deep`,
+        );
+      }
+    } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
+      depth--;
+    } else if ((c >= 0x30 && c <= 0x39) || c === MINUS) {
+      let j = i + 1;
+      while (j < text.length && isNumberChar(text.charCodeAt(j))) j++;
+      const token = text.slice(i, j);
+      const value = Number(token);
+      if (!Number.isNaN(value) && !(Math.abs(value) <= Number.MAX_SAFE_INTEGER)) {
+        throw new ApiError(
+          'number-out-of-range',
+          `the number ${token.length > 40 ? `${token.slice(0, 40)}…` : token} is outside ±(2^53−1) and cannot be kept exactly; send it as a string`,
+        );
+      }
+      i = j - 1;
+    }
+  }
+}
+
+function refuseProto(key: string, value: unknown): unknown {
+  if (key === '__proto__') throw new ApiError('body-malformed', 'keys named __proto__ are not accepted');
+  return value;
+}
+
+export function parseJsonBody(text: string, maxDepth: number): unknown {
+  scanJson(text, maxDepth);
+  try {
+    return text.includes('proto') || text.includes('\\u') ? JSON.parse(text, refuseProto) : JSON.parse(text);
+  } catch (error) {
+    if (error instanceof ApiError) throw error;
+    throw new ApiError('body-malformed', `the body is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
+/** Replaces fastify's parsers with this one. */
+export function registerJsonParser(app: FastifyInstance, options: { maxDepth: number }): void {
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = body as string;
+    if (text.trim() === '') {
+      // An empty body is fine where none is expected (POST …/cancel), refused where one is.
+      if (request.routeOptions.schema?.body) {
+        done(
+          new ApiError('body-malformed', 'the body is empty; this route expects a JSON object'),
+          undefined,
+        );
+      } else {
+        done(null, undefined);
+      }
+      return;
+    }
+    try {
+      done(null, parseJsonBody(text, options.maxDepth));
+    } catch (error) {
+      done(error as Error, undefined);
+    }
+  });
+}

@@ -1,0 +1,271 @@
+/**
+ * @module http/openapi
+ * The OpenAPI 3.1 document, generated from the routes as fastify registered them: their
+ * validation schemas (params, query, headers, body), their response schemas, their auth mode
+ * and the problem codes they declare, plus each kind's input schema. Nothing is written twice,
+ * so the document lists exactly the routes that exist and accepts exactly what they accept.
+ *
+ * Kinds: the submit body's `input` becomes a `oneOf` over kinds (discriminated by `kind`), each
+ * with the kind's input schema from its validator's Standard JSON Schema interface (zod 4,
+ * among others). A validator without one documents `input` as `{}` with a description.
+ */
+import { readFileSync } from 'node:fs';
+import { STATUS_CODES } from 'node:http';
+import type { StandardJSONSchemaV1 } from '@standard-schema/spec';
+import type { FastifyContextConfig, RouteOptions } from 'fastify';
+import type { Kind } from '../runtime/kinds.js';
+import { PROBLEM_CONTENT_TYPE, PROBLEMS, problemType } from './problem.js';
+import type { AuthMode } from './route-config.js';
+import { type JsonSchema, problemSchema } from './schemas.js';
+
+export interface RouteRecord {
+  method: string;
+  url: string;
+  schema: JsonSchema;
+  config: FastifyContextConfig;
+}
+
+/** Registers an `onRoute` hook that records every route; call before any route is added. */
+export function recordRoutes(app: {
+  addHook(name: 'onRoute', hook: (route: RouteOptions) => void): unknown;
+}) {
+  const routes: RouteRecord[] = [];
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    for (const method of methods) {
+      routes.push({
+        method: String(method).toUpperCase(),
+        url: route.url,
+        schema: (route.schema ?? {}) as JsonSchema,
+        config: (route.config ?? {}) as FastifyContextConfig,
+      });
+    }
+  });
+  return routes;
+}
+
+let version: string | undefined;
+function packageVersion(): string {
+  if (version) return version;
+  try {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      version?: string;
+    };
+    version = pkg.version ?? '0.0.0';
+  } catch {
+    version = '0.0.0';
+  }
+  return version;
+}
+
+/** The kind's input schema as JSON Schema 2020-12, when its validator can say. */
+export function kindInputSchema(kind: Kind): JsonSchema {
+  const std = kind.schema['~standard'] as Partial<StandardJSONSchemaV1.Props>;
+  const note = `At most ${kind.limits.maxInputBytes} bytes as canonical JSON. Class \`${kind.class}\`.`;
+  try {
+    const converted = std.jsonSchema?.input({ target: 'draft-2020-12' });
+    if (converted && typeof converted === 'object') {
+      const { $schema: _ignored, ...schema } = converted as JsonSchema;
+      // Internal `#/$defs/…` references must resolve inside this schema, not the document.
+      if ('$defs' in schema) schema.$id = `https://sluice.dev/kinds/${kind.name}/input`;
+      return { ...schema, description: [schema.description, note].filter(Boolean).join(' ') };
+    }
+  } catch {
+    // Some schemas cannot be expressed in JSON Schema (transforms, custom checks): fall through.
+  }
+  return {
+    description: `Validated by the kind's ${kind.schema['~standard'].vendor} schema, which offers no JSON Schema. ${note}`,
+  };
+}
+
+const toOpenApiPath = (url: string) => url.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+
+/** Schemas without the keys fastify uses and OpenAPI places elsewhere. */
+function bare(schema: JsonSchema): JsonSchema {
+  const { description: _d, ...rest } = schema;
+  return rest;
+}
+
+function parameters(schema: JsonSchema, where: 'path' | 'query' | 'header'): JsonSchema[] {
+  const props = (schema.properties ?? {}) as Record<string, JsonSchema>;
+  const required = new Set((schema.required as string[] | undefined) ?? []);
+  return Object.entries(props)
+    .filter(([name]) => !(where === 'header' && name === 'authorization'))
+    .map(([name, prop]) => ({
+      name: where === 'header' ? headerName(name) : name,
+      in: where,
+      required: where === 'path' || required.has(name),
+      ...(typeof prop.description === 'string' ? { description: prop.description } : {}),
+      schema: bare(prop),
+    }));
+}
+
+const headerName = (name: string) =>
+  name.replace(/(^|-)([a-z])/g, (_m, dash: string, c: string) => dash + c.toUpperCase());
+
+/** Problems every route of a kind may answer with, besides those it declares. */
+function commonProblems(route: RouteRecord): string[] {
+  const auth: AuthMode = route.config.auth ?? 'none';
+  const codes: string[] = [];
+  if (auth !== 'none') codes.push('unauthorized');
+  if (auth === 'tenant' || auth === 'admin' || auth === 'any') codes.push('forbidden');
+  if (route.schema.body) {
+    codes.push(
+      'body-malformed',
+      'body-too-deep',
+      'number-out-of-range',
+      'body-too-large',
+      'unsupported-media-type',
+      'request-invalid',
+    );
+  }
+  if (route.schema.querystring || route.schema.params) codes.push('invalid-argument');
+  if (route.schema.params) codes.push('uri-too-long', 'url-invalid');
+  codes.push('internal-error');
+  return codes;
+}
+
+function problemResponses(codes: string[]): Record<string, JsonSchema> {
+  const byStatus = new Map<number, string[]>();
+  for (const code of new Set(codes)) {
+    const spec = PROBLEMS[code];
+    if (!spec) throw new Error(`route declares an unknown problem code ${code}`);
+    byStatus.set(spec.status, [...(byStatus.get(spec.status) ?? []), code]);
+  }
+  const out: Record<string, JsonSchema> = {};
+  for (const [status, list] of [...byStatus].sort(([a], [b]) => a - b)) {
+    const retry = status === 429 || status === 503;
+    out[String(status)] = {
+      description: `${STATUS_CODES[status] ?? 'Error'}. Problem types: ${list.map((c) => `\`${c}\``).join(', ')}.`,
+      ...(retry
+        ? {
+            headers: {
+              'Retry-After': { description: 'Seconds to wait before retrying.', schema: { type: 'integer' } },
+            },
+          }
+        : {}),
+      content: { [PROBLEM_CONTENT_TYPE]: { schema: { $ref: '#/components/schemas/Problem' } } },
+    };
+  }
+  return out;
+}
+
+function successResponses(route: RouteRecord): Record<string, JsonSchema> {
+  const out: Record<string, JsonSchema> = {};
+  const response = (route.schema.response ?? {}) as Record<string, JsonSchema>;
+  for (const [status, schema] of Object.entries(response)) {
+    const description = (schema.description as string | undefined) ?? STATUS_CODES[Number(status)] ?? 'OK';
+    const headers: Record<string, JsonSchema> = {};
+    if (route.method === 'POST' && route.url === '/v1/operations') {
+      headers.Location = { description: 'The operation: `/v1/operations/{id}`.', schema: { type: 'string' } };
+      if (status === '200') {
+        headers['Idempotent-Replayed'] = {
+          description: '`true` on a replay.',
+          schema: { type: 'string', const: 'true' },
+        };
+      }
+    }
+    const content = schema.content as Record<string, { schema: JsonSchema }> | undefined;
+    out[status] = {
+      description,
+      ...(Object.keys(headers).length > 0 ? { headers } : {}),
+      content: content ?? { 'application/json': { schema: bare(schema) } },
+    };
+  }
+  return out;
+}
+
+function requestBody(
+  route: RouteRecord,
+  kinds: Kind[],
+  components: Record<string, JsonSchema>,
+): JsonSchema | undefined {
+  const body = route.schema.body as JsonSchema | undefined;
+  if (!body) return undefined;
+  let schema: JsonSchema = body;
+  if (route.config.inputByKind && kinds.length > 0) {
+    const mapping: Record<string, string> = {};
+    const oneOf = kinds.map((kind) => {
+      const name = `Submit.${kind.name}`;
+      mapping[kind.name] = `#/components/schemas/${name}`;
+      const props = body.properties as Record<string, JsonSchema>;
+      components[name] = {
+        ...body,
+        title: `Submit ${kind.name}`,
+        properties: { ...props, kind: { type: 'string', const: kind.name }, input: kindInputSchema(kind) },
+      };
+      return { $ref: mapping[kind.name] };
+    });
+    schema = { oneOf, discriminator: { propertyName: 'kind', mapping } };
+  }
+  return { required: true, content: { 'application/json': { schema } } };
+}
+
+export interface OpenApiOptions {
+  routes: RouteRecord[];
+  kinds: Kind[];
+  title?: string;
+}
+
+export function openApiDocument(options: OpenApiOptions): JsonSchema {
+  const components: Record<string, JsonSchema> = { Problem: problemSchema };
+  const paths: Record<string, Record<string, JsonSchema>> = {};
+  for (const route of options.routes) {
+    const s = route.schema;
+    const auth: AuthMode = route.config.auth ?? 'none';
+    const op: JsonSchema = {
+      ...(typeof s.operationId === 'string' ? { operationId: s.operationId } : {}),
+      ...(typeof s.summary === 'string' ? { summary: s.summary } : {}),
+      ...(typeof s.description === 'string' ? { description: s.description } : {}),
+      ...(Array.isArray(s.tags) ? { tags: s.tags } : {}),
+      security: auth === 'none' ? [] : [{ apiKey: [] }],
+    };
+    const params = [
+      ...(s.params ? parameters(s.params as JsonSchema, 'path') : []),
+      ...(s.querystring ? parameters(s.querystring as JsonSchema, 'query') : []),
+      ...(s.headers ? parameters(s.headers as JsonSchema, 'header') : []),
+    ];
+    if (params.length > 0) op.parameters = params;
+    const body = requestBody(route, options.kinds, components);
+    if (body) op.requestBody = body;
+    if (auth === 'admin') op['x-sluice-auth'] = 'admin key';
+    else if (auth === 'tenant') op['x-sluice-auth'] = 'tenant key';
+    else if (auth === 'any') op['x-sluice-auth'] = 'tenant key, or admin key with ?tenant=';
+    op.responses = {
+      ...successResponses(route),
+      ...problemResponses([...commonProblems(route), ...(route.config.problems ?? [])]),
+    };
+    const path = toOpenApiPath(route.url);
+    paths[path] ??= {};
+    paths[path][route.method.toLowerCase()] = op;
+  }
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: options.title ?? 'Sluice',
+      version: packageVersion(),
+      description:
+        'Bounded, durable background operations with safe retries. Errors are RFC 9457 problems whose ' +
+        `\`type\` is \`${problemType('<code>')}\`. Idempotency keys: an operation's key answers with that ` +
+        'operation for as long as it is retained (default 7 days after it ends); then a tombstone (default 30 ' +
+        'days) refuses the key with `operation-expired` rather than running it again. See docs/http-api.md.',
+    },
+    tags: [
+      { name: 'operations', description: "A tenant's operations." },
+      { name: 'admin', description: 'Operator actions (admin key).' },
+      { name: 'tenants', description: 'Usage.' },
+      { name: 'service', description: 'Health, readiness, metrics, this document.' },
+    ],
+    paths,
+    components: {
+      schemas: components,
+      securitySchemes: {
+        apiKey: {
+          type: 'http',
+          scheme: 'bearer',
+          description: "A tenant's API key, or an admin key: `Authorization: Bearer <key>`.",
+        },
+      },
+    },
+  };
+}

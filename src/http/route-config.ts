@@ -1,0 +1,59 @@
+/**
+ * @module http/route-config
+ * What each route declares besides its schema — who may call it and which problems it may
+ * answer with — and the helpers that read the caller's identity. The server's hooks enforce
+ * `auth`; the OpenAPI generator documents both.
+ */
+import type { FastifyRequest } from 'fastify';
+import type { Principal } from './auth.js';
+import { ApiError } from './problem.js';
+
+/**
+ * `none`: public. `tenant`: a tenant key. `admin`: an admin key. `any`: either; an admin key
+ * names the tenant it acts for with `?tenant=`.
+ */
+export type AuthMode = 'none' | 'tenant' | 'admin' | 'any';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    auth?: AuthMode;
+    /** Problem codes this route may answer with (documented in OpenAPI), beyond the common ones. */
+    problems?: string[];
+    /** The body's `input` is refined per kind in the OpenAPI document. */
+    inputByKind?: boolean;
+  }
+  interface FastifyRequest {
+    principal: Principal | null;
+    /** The problem code this request was answered with, for the log line and metrics. */
+    problemCode: string | null;
+  }
+}
+
+export function principalOf(request: FastifyRequest): Principal {
+  if (!request.principal) throw new ApiError('unauthorized', 'this route needs an API key');
+  return request.principal;
+}
+
+/**
+ * The tenant a request acts for: a tenant key's own, always; an admin key's from `?tenant=`.
+ * A tenant key that names a tenant is refused, even its own: the tenant comes from the key.
+ */
+export function tenantFor(request: FastifyRequest): string {
+  const principal = principalOf(request);
+  const named = (request.query as { tenant?: string } | undefined)?.tenant;
+  if (principal.kind === 'tenant') {
+    if (named !== undefined) {
+      throw new ApiError(
+        'forbidden',
+        'a tenant key always acts for its own tenant; `tenant` is for admin keys',
+      );
+    }
+    return principal.tenant;
+  }
+  if (named === undefined) {
+    throw new ApiError('invalid-argument', 'an admin key must name the tenant: ?tenant=<tenant>', {
+      errors: [{ parameter: 'tenant', detail: 'required with an admin key' }],
+    });
+  }
+  return named;
+}

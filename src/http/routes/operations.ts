@@ -1,0 +1,200 @@
+/**
+ * @module http/routes/operations
+ * The tenant's operations: submit (with `Idempotency-Key`), read one, list, cancel.
+ *
+ * Submit answers `202 Accepted` + `Location` only once the engine has made the record durable,
+ * and a retry with the same key and the same `{kind, input}` answers `200` with that operation
+ * as it is now and `Idempotent-Replayed: true` — never a second operation, however many arrive
+ * at once (the store's transaction decides). Every refusal before acceptance stores nothing,
+ * so the client may retry the same key once the cause is fixed.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { OperationNotFound } from '../../core/errors/index.js';
+import type { OperationState } from '../../core/states.js';
+import type { Include, Sluice } from '../../sluice.js';
+import { ApiError } from '../problem.js';
+import { principalOf, tenantFor } from '../route-config.js';
+import {
+  cancelQuerySchema,
+  cancelResponseSchema,
+  getQuerySchema,
+  idempotencyKeyHeaderSchema,
+  listQuerySchema,
+  listResponseSchema,
+  OPERATION_ID_PATTERN,
+  operationIdParamsSchema,
+  operationSchema,
+  submitBodySchema,
+} from '../schemas.js';
+
+export const operationPath = (id: string) => `/v1/operations/${encodeURIComponent(id)}`;
+
+const KEY = new RegExp(OPERATION_ID_PATTERN);
+
+/** Checked before the body is read: a request without a usable key is refused at once. */
+export function checkIdempotencyKey(request: FastifyRequest): void {
+  const key = request.headers['idempotency-key'];
+  if (key === undefined) {
+    throw new ApiError('idempotency-key-missing', 'send the operation id as the Idempotency-Key header', {
+      errors: [{ parameter: 'Idempotency-Key', detail: 'required' }],
+    });
+  }
+  if (typeof key !== 'string' || !KEY.test(key)) {
+    throw new ApiError(
+      'idempotency-key-invalid',
+      'the Idempotency-Key must be 1–255 visible ASCII characters (no spaces), sent once',
+      { errors: [{ parameter: 'Idempotency-Key', detail: 'must be 1–255 visible ASCII characters' }] },
+    );
+  }
+}
+
+interface SubmitBody {
+  kind: string;
+  input: unknown;
+  deadlineMs?: number;
+  delayMs?: number;
+}
+
+export function operationRoutes(
+  app: FastifyInstance,
+  deps: { sluice: Sluice; accepting: () => boolean },
+): void {
+  const { sluice } = deps;
+
+  app.post(
+    '/v1/operations',
+    {
+      schema: {
+        summary: 'Submit an operation',
+        description:
+          'Accepts the operation durably under the Idempotency-Key, or answers with the operation already ' +
+          'accepted under it. Same key and same {kind, input}: 200 with that operation as it is now. Same key ' +
+          'and another input: 422 `idempotency-key-reused`. `deadlineMs` and `delayMs` are not part of the ' +
+          'comparison.',
+        operationId: 'submitOperation',
+        tags: ['operations'],
+        headers: idempotencyKeyHeaderSchema,
+        body: submitBodySchema,
+        response: {
+          202: { ...operationSchema, description: 'Accepted: the record is durable. `Location` names it.' },
+          200: {
+            ...operationSchema,
+            description:
+              'A replay: the operation already accepted under this key, with `Idempotent-Replayed: true`.',
+          },
+        },
+      },
+      config: {
+        auth: 'tenant',
+        inputByKind: true,
+        problems: [
+          'idempotency-key-missing',
+          'idempotency-key-invalid',
+          'idempotency-key-reused',
+          'operation-expired',
+          'kind-unknown',
+          'input-invalid',
+          'input-not-json',
+          'input-too-large',
+          'invalid-argument',
+          'tenant-queue-full',
+          'class-queue-full',
+          'store-unavailable',
+          'shutting-down',
+        ],
+      },
+      onRequest: async (request) => {
+        if (!deps.accepting()) {
+          throw new ApiError('shutting-down', 'this server is shutting down and accepts no new operations');
+        }
+        checkIdempotencyKey(request);
+      },
+    },
+    async (request: FastifyRequest, reply: FastifyReply) => {
+      const principal = principalOf(request);
+      if (principal.kind !== 'tenant') throw new ApiError('forbidden', 'submitting needs a tenant key');
+      const id = request.headers['idempotency-key'] as string;
+      const body = request.body as SubmitBody;
+      const { operation, created } = await sluice.submit({
+        tenant: principal.tenant,
+        id,
+        kind: body.kind,
+        input: body.input,
+        deadlineMs: body.deadlineMs,
+        delayMs: body.delayMs,
+      });
+      reply.header('location', operationPath(id));
+      if (!created) reply.header('idempotent-replayed', 'true');
+      return reply.code(created ? 202 : 200).send(operation);
+    },
+  );
+
+  app.get(
+    '/v1/operations/:id',
+    {
+      schema: {
+        summary: 'Get an operation',
+        description:
+          'State, attempt count, result or error, and cancel outcome; `include` adds the attempt history, ' +
+          "the effect journal and operator actions. Another tenant's operation is 404.",
+        operationId: 'getOperation',
+        tags: ['operations'],
+        params: operationIdParamsSchema,
+        querystring: getQuerySchema,
+        response: { 200: { ...operationSchema, description: 'The operation.' } },
+      },
+      config: { auth: 'any', problems: ['operation-not-found', 'invalid-argument', 'store-unavailable'] },
+    },
+    async (request) => {
+      const tenant = tenantFor(request);
+      const { id } = request.params as { id: string };
+      const include = (request.query as { include?: string }).include?.split(',') as Include[] | undefined;
+      const op = await sluice.get({ tenant, id }, { include });
+      if (!op) throw new OperationNotFound(tenant, id);
+      return op;
+    },
+  );
+
+  app.get(
+    '/v1/operations',
+    {
+      schema: {
+        summary: 'List operations',
+        description: "The tenant's own operations in acceptance order, one page at a time.",
+        operationId: 'listOperations',
+        tags: ['operations'],
+        querystring: listQuerySchema,
+        response: { 200: { ...listResponseSchema, description: 'One page.' } },
+      },
+      config: { auth: 'any', problems: ['invalid-argument', 'store-unavailable'] },
+    },
+    async (request) => {
+      const tenant = tenantFor(request);
+      const q = request.query as { state?: OperationState; kind?: string; cursor?: string; limit?: number };
+      return sluice.list({ tenant, state: q.state, kind: q.kind, cursor: q.cursor, limit: q.limit });
+    },
+  );
+
+  app.post(
+    '/v1/operations/:id/cancel',
+    {
+      schema: {
+        summary: 'Cancel an operation',
+        description:
+          'A queued operation is cancelled at once; a running one has its signal fired and ends cancelled ' +
+          'only if no effect began; otherwise it is too late and it reports its own result. No body.',
+        operationId: 'cancelOperation',
+        tags: ['operations'],
+        params: operationIdParamsSchema,
+        querystring: cancelQuerySchema,
+        response: { 200: { ...cancelResponseSchema, description: 'The operation and the cancel outcome.' } },
+      },
+      config: { auth: 'any', problems: ['operation-not-found', 'store-unavailable'] },
+    },
+    async (request) => {
+      const tenant = tenantFor(request);
+      const { id } = request.params as { id: string };
+      return sluice.cancel({ tenant, id }, { by: principalOf(request).id });
+    },
+  );
+}

@@ -1,0 +1,218 @@
+/**
+ * @module http/server
+ * `buildServer()`: the HTTP API of `sluice serve` on fastify. This module wires the pieces —
+ * keys (auth.ts), the one JSON parser (json-body.ts), the one error mapping (problem.ts), the
+ * routes (routes/), metrics and the OpenAPI document — and owns the request lifecycle:
+ *
+ *   onRequest    shutting down? → 503; the key → principal (401/403); route checks (the
+ *                Idempotency-Key, accepting) — all before a byte of the body is read
+ *   parsing      only `application/json` (else 415), at most `bodyLimit` bytes (else 413,
+ *                before parsing), depth and number range scanned, then parsed (else 400)
+ *   validation   the route's JSON Schemas, strict (422 for a body, 400 for a query)
+ *   handler      the engine; its errors map to problems in problem.ts
+ *   onResponse   one log line (never a body, never a header) and the HTTP metrics
+ *
+ * Request logs carry method, route, status, time, tenant and operation id; fastify's own
+ * per-request logging (which would print the request object) is off.
+ */
+import Fastify, { type FastifyInstance, type FastifyRequest, LogController } from 'fastify';
+import type { Logger } from 'pino';
+import { createMetrics, type Metrics } from '../observability/metrics.js';
+import { DEFAULT_LIMITS } from '../runtime/kinds.js';
+import type { Worker } from '../runtime/worker.js';
+import type { Sluice } from '../sluice.js';
+import { type AuthConfig, KeyRing } from './auth.js';
+import { DEFAULT_MAX_JSON_DEPTH, registerJsonParser } from './json-body.js';
+import { recordRoutes } from './openapi.js';
+import { ApiError, rawProblemResponse, sendProblem } from './problem.js';
+import type { AuthMode } from './route-config.js';
+import { adminRoutes } from './routes/admin.js';
+import { operationRoutes } from './routes/operations.js';
+import { serviceRoutes } from './routes/service.js';
+import { tenantRoutes } from './routes/tenants.js';
+import { coerceQuery, type JsonSchema } from './schemas.js';
+
+export interface ServerOptions {
+  sluice: Sluice;
+  /** Keys: `'sha256:<hex>'` or plaintext (hashed at build, never kept or logged). */
+  auth: AuthConfig;
+  /** Largest request body. Default: the largest kind `maxInputBytes` + 4 KiB of framing. */
+  bodyLimitBytes?: number;
+  /** From `createMetrics()`. Default: a new registry. */
+  metrics?: Metrics;
+  /** pino. Default: the engine's logger. Request logs never include bodies or headers. */
+  logger?: Logger;
+  /** False while shutting down: `POST /v1/operations` → 503 + `Retry-After`, `/readyz` → 503. */
+  accepting?: () => boolean;
+  /** This process's workers, for metrics (running per class, temp bytes). */
+  workers?: () => Worker[];
+  /** Deepest JSON nesting accepted in a body. Default 64. */
+  maxJsonDepth?: number;
+  /** Who may read `/metrics`: anyone (default; bind the port privately) or admin keys. */
+  metricsAuth?: 'none' | 'admin';
+  /** Time for a whole request to arrive (slow clients). Default 30 s. */
+  requestTimeoutMs?: number;
+}
+
+/** Bytes a body may have beyond the input itself: `kind`, `deadlineMs`, whitespace. */
+export const BODY_FRAMING_BYTES = 4096;
+
+export function defaultBodyLimit(sluice: Sluice): number {
+  const kinds = sluice.definedKinds();
+  const largest =
+    kinds.length === 0 ? DEFAULT_LIMITS.maxInputBytes : Math.max(...kinds.map((k) => k.limits.maxInputBytes));
+  return largest + BODY_FRAMING_BYTES;
+}
+
+/**
+ * Builds the API server (not listening yet). Define every kind before calling it: the default
+ * body limit and the OpenAPI document come from them.
+ *
+ * @example
+ * ```ts
+ * const app = await buildServer({
+ *   sluice,
+ *   auth: { tenants: { north: [process.env.NORTH_KEY!] }, admin: ['sha256:9f86d0…'] },
+ *   accepting: () => !stopping,
+ *   workers: () => [worker],
+ * });
+ * await app.listen({ port: 8080, host: '127.0.0.1' });
+ * ```
+ */
+export async function buildServer(options: ServerOptions): Promise<FastifyInstance> {
+  const { sluice } = options;
+  const keys = new KeyRing(options.auth);
+  const accepting = options.accepting ?? (() => true);
+  const metrics = options.metrics ?? createMetrics();
+  const logger = (options.logger ?? sluice.log).child({ component: 'http' });
+  const bodyLimit = options.bodyLimitBytes ?? defaultBodyLimit(sluice);
+
+  const app = Fastify({
+    loggerInstance: logger,
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit,
+    // Operation ids are up to 255 characters; percent-encoded, up to three times that.
+    routerOptions: { maxParamLength: 1024 },
+    exposeHeadRoutes: false,
+    // The server answers 503 itself while closing (below), as a problem.
+    return503OnClosing: false,
+    requestTimeout: options.requestTimeoutMs ?? 30_000,
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
+    frameworkErrors: (error, request, reply) => {
+      sendProblem(request, reply, error);
+    },
+    // Errors Node's HTTP parser raises before fastify sees a request: headers over the limit
+    // (16 KiB), a request that took too long, garbage. Answered as problems, then closed.
+    clientErrorHandler: (error, socket) => {
+      const code = (error as { code?: string }).code;
+      if (code === 'ECONNRESET' || socket.destroyed) return;
+      const problem =
+        code === 'HPE_HEADER_OVERFLOW'
+          ? 'header-too-large'
+          : code === 'ERR_HTTP_REQUEST_TIMEOUT'
+            ? 'request-timeout'
+            : 'bad-request';
+      if (socket.writable) socket.end(rawProblemResponse(problem));
+      else socket.destroy();
+    },
+  }) as unknown as FastifyInstance;
+
+  const routes = recordRoutes(app);
+  app.decorateRequest('principal', null);
+  app.decorateRequest('problemCode', null);
+  if (keys.size === 0) logger.warn('no API keys are configured: every /v1/ route will answer 401');
+  registerJsonParser(app, { maxDepth: options.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH });
+
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+
+  app.addHook('onRequest', async (request) => {
+    if (closing && request.routeOptions.url !== '/healthz') {
+      throw new ApiError('shutting-down', 'the server is shutting down');
+    }
+    const mode: AuthMode = request.routeOptions.config?.auth ?? 'none';
+    if (mode === 'none') return;
+    const principal = keys.authenticate(request.headers.authorization);
+    if (mode === 'tenant' && principal.kind !== 'tenant') {
+      throw new ApiError('forbidden', 'this route needs a tenant key');
+    }
+    if (mode === 'admin' && principal.kind !== 'admin') {
+      throw new ApiError('forbidden', 'this route needs an admin key');
+    }
+    request.principal = principal;
+  });
+
+  app.addHook('preValidation', async (request) => {
+    const schema = request.routeOptions.schema?.querystring as JsonSchema | undefined;
+    if (schema && request.query && typeof request.query === 'object') {
+      coerceQuery(schema, request.query as Record<string, unknown>);
+    }
+  });
+
+  app.addHook('onSend', async (request, reply, payload) => {
+    if (request.url.startsWith('/v1/')) reply.header('cache-control', 'no-store');
+    return payload;
+  });
+
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unmatched';
+    const problem = request.problemCode ?? undefined;
+    metrics.observeHttp({
+      method: request.method,
+      route,
+      status: reply.statusCode,
+      seconds: reply.elapsedTime / 1000,
+      problem,
+    });
+    request.log.info(
+      {
+        method: request.method,
+        route,
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime * 10) / 10,
+        tenant: tenantLabel(request),
+        operation: operationIdOf(request),
+        problem,
+      },
+      'request',
+    );
+  });
+
+  app.setErrorHandler((error, request, reply) => sendProblem(request, reply, error));
+  app.setNotFoundHandler((request, reply) =>
+    sendProblem(
+      request,
+      reply,
+      new ApiError('not-found', `no route ${request.method} ${request.url.split('?')[0]}`),
+    ),
+  );
+
+  const unbind = metrics.bind({ sluice, workers: options.workers });
+  app.addHook('onClose', async () => unbind());
+  try {
+    operationRoutes(app, { sluice, accepting });
+    adminRoutes(app, { sluice });
+    tenantRoutes(app, { sluice });
+    serviceRoutes(app, { sluice, metrics, accepting, routes, metricsAuth: options.metricsAuth ?? 'none' });
+    await app.ready();
+  } catch (error) {
+    unbind();
+    throw error;
+  }
+  return app;
+}
+
+function tenantLabel(request: FastifyRequest): string | undefined {
+  const p = request.principal;
+  if (!p) return undefined;
+  return p.kind === 'tenant' ? p.tenant : (request.query as { tenant?: string } | undefined)?.tenant;
+}
+
+function operationIdOf(request: FastifyRequest): string | undefined {
+  const params = request.params as { id?: string } | undefined;
+  if (params?.id) return params.id;
+  const key = request.headers['idempotency-key'];
+  return typeof key === 'string' && key.length <= 255 ? key : undefined;
+}

@@ -1,0 +1,277 @@
+/**
+ * Auth end to end over loopback: 401 for a missing or unknown key on every protected route,
+ * the tenant taken from the key (another tenant's operation is 404, and refusals leave it
+ * alone), admin and tenant keys on admin routes, the operator actions recorded with who, and
+ * no key or body ever in the server's log.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { Ambiguous, Retryable } from '../../src/core/errors/index.js';
+import { KeyRing } from '../../src/http/auth.js';
+import { isTerminal } from '../../src/index.js';
+import { O7 } from '../helpers/charge-kind.js';
+import { KEYS, type Rig, rig } from './rig.js';
+
+const PROTECTED: Array<[string, string, unknown?]> = [
+  ['GET', '/v1/operations'],
+  ['GET', '/v1/operations/O7'],
+  ['POST', '/v1/operations', { kind: 'charge', input: O7 }],
+  ['POST', '/v1/operations/O7/cancel'],
+  ['POST', '/v1/operations/O7/redrive?tenant=north', { reason: 'r' }],
+  ['POST', '/v1/operations/O7/reconcile?tenant=north', { reason: 'r', resolution: 'failed' }],
+  ['GET', '/v1/tenants/north/usage'],
+];
+
+describe('auth over loopback', () => {
+  let r: Rig;
+  afterEach(async () => r?.close());
+
+  it('every protected route: 401 without a key, with an unknown key, with another scheme', async () => {
+    r = await rig();
+    expect(
+      (
+        await r.call('POST', '/v1/operations', {
+          headers: { 'idempotency-key': 'O7' },
+          body: { kind: 'charge', input: O7 },
+        })
+      ).status,
+    ).toBe(202);
+    const before = await r.snapshot();
+    for (const [method, path, body] of PROTECTED) {
+      for (const key of [null, 'wrong-key', `${KEYS.north}x`]) {
+        const res = await r.call(method, path, { key, body, headers: { 'idempotency-key': 'O8' } });
+        expect([method, path, key, res.status, res.json.code]).toEqual([
+          method,
+          path,
+          key,
+          401,
+          'unauthorized',
+        ]);
+        expect(res.headers.get('www-authenticate')).toMatch(/^Bearer realm="sluice"/);
+      }
+      const basic = await r.call(method, path, {
+        key: null,
+        body,
+        headers: { authorization: `Basic ${Buffer.from(`a:${KEYS.admin}`).toString('base64')}` },
+      });
+      expect(basic.status).toBe(401);
+    }
+    expect(await r.snapshot()).toEqual(before);
+    for (const path of ['/healthz', '/readyz', '/metrics', '/openapi.json']) {
+      expect((await r.call('GET', path, { key: null })).status).toBe(200);
+    }
+  });
+
+  it('any configured key works: plaintext, hashed, a second key, a lower-case scheme', async () => {
+    r = await rig();
+    const list = async (key: string, scheme = 'Bearer') =>
+      r.call('GET', '/v1/operations', { key: null, headers: { authorization: `${scheme} ${key}` } });
+    expect((await list(KEYS.north)).status).toBe(200);
+    expect((await list(KEYS.north2)).status).toBe(200);
+    expect((await list(KEYS.south)).status).toBe(200); // configured as sha256:<hex>
+    expect((await list(KEYS.north, 'bearer')).status).toBe(200);
+  });
+
+  it("another tenant's operation is 404 for every verb, and stays untouched", async () => {
+    r = await rig();
+    expect(
+      (
+        await r.call('POST', '/v1/operations', {
+          headers: { 'idempotency-key': 'O7' },
+          body: { kind: 'charge', input: O7 },
+        })
+      ).status,
+    ).toBe(202);
+    const before = await r.snapshot();
+    const south = { key: KEYS.south };
+    const get = await r.call('GET', '/v1/operations/O7', south);
+    expect([get.status, get.json.code]).toEqual([404, 'operation-not-found']);
+    const cancel = await r.call('POST', '/v1/operations/O7/cancel', south);
+    expect([cancel.status, cancel.json.code]).toEqual([404, 'operation-not-found']);
+    const list = await r.call('GET', '/v1/operations', south);
+    expect([list.status, list.json.operations]).toEqual([200, []]);
+    const usage = await r.call('GET', '/v1/tenants/north/usage', south);
+    expect([usage.status, usage.json.code]).toEqual([404, 'not-found']);
+    // A tenant key cannot name a tenant, not even to peek.
+    const named = await r.call('GET', '/v1/operations/O7?tenant=north', south);
+    expect([named.status, named.json.code]).toEqual([403, 'forbidden']);
+    expect(await r.snapshot()).toEqual(before);
+    // North still sees and owns it.
+    const own = await r.call('GET', '/v1/operations/O7');
+    expect([own.status, own.json.state]).toEqual([200, 'queued']);
+    expect((await r.call('GET', '/v1/tenants/north/usage')).json.classes).toEqual([
+      { class: 'default', running: 0, waiting: 1 },
+    ]);
+  });
+
+  it('admin routes: 403 for a tenant key; an admin key must name the tenant; state is checked', async () => {
+    r = await rig();
+    await r.call('POST', '/v1/operations', {
+      headers: { 'idempotency-key': 'O7' },
+      body: { kind: 'charge', input: O7 },
+    });
+    const before = await r.snapshot();
+    for (const action of ['redrive', 'reconcile']) {
+      const body =
+        action === 'redrive' ? { reason: 'retry it' } : { reason: 'checked', resolution: 'failed' };
+      const tenant = await r.call('POST', `/v1/operations/O7/${action}?tenant=north`, { body });
+      expect([tenant.status, tenant.json.code]).toEqual([403, 'forbidden']);
+      const unnamed = await r.call('POST', `/v1/operations/O7/${action}`, { key: KEYS.admin, body });
+      expect([unnamed.status, unnamed.json.code]).toEqual([400, 'invalid-argument']);
+      const wrongState = await r.call('POST', `/v1/operations/O7/${action}?tenant=north`, {
+        key: KEYS.admin,
+        body,
+      });
+      expect([wrongState.status, wrongState.json.code, wrongState.json.state]).toEqual([
+        409,
+        'operation-state-invalid',
+        'queued',
+      ]);
+      const absent = await r.call('POST', `/v1/operations/none/${action}?tenant=north`, {
+        key: KEYS.admin,
+        body,
+      });
+      expect([absent.status, absent.json.code]).toEqual([404, 'operation-not-found']);
+      const noReason = await r.call('POST', `/v1/operations/O7/${action}?tenant=north`, {
+        key: KEYS.admin,
+        body: {},
+      });
+      expect([noReason.status, noReason.json.code]).toEqual([422, 'request-invalid']);
+    }
+    expect(await r.snapshot()).toEqual(before);
+    // An admin key reads and cancels any tenant's operation when it names the tenant.
+    const unnamed = await r.call('GET', '/v1/operations/O7', { key: KEYS.admin });
+    expect([unnamed.status, unnamed.json.code]).toEqual([400, 'invalid-argument']);
+    const read = await r.call('GET', '/v1/operations/O7?tenant=north', { key: KEYS.admin });
+    expect([read.status, read.json.tenant]).toEqual([200, 'north']);
+    expect((await r.call('GET', '/v1/tenants/south/usage', { key: KEYS.admin })).status).toBe(200);
+    const cancel = await r.call('POST', '/v1/operations/O7/cancel?tenant=north', { key: KEYS.admin });
+    expect([cancel.status, cancel.json.cancel]).toEqual([200, 'cancelled']);
+    const events = await r.call('GET', '/v1/operations/O7?include=events');
+    expect(events.json.events.map((e: { action: string; by: string }) => [e.action, e.by])).toEqual([
+      ['cancel', 'admin#1'],
+    ]);
+  });
+
+  it('redrive of a dead operation and reconcile of an uncertain one, recorded with who and why', async () => {
+    let runs = 0;
+    r = await rig({
+      define(sluice) {
+        sluice.define('doomed', {
+          input: z.object({}),
+          limits: { maxAttempts: 1 },
+          run: async () => {
+            runs++;
+            throw new Retryable('always down');
+          },
+        });
+        sluice.define('uncertain', {
+          input: z.object({}),
+          limits: { backoff: { baseMs: 0, capMs: 0 } },
+          run: (_input, ctx) =>
+            ctx.effect('charge', {
+              retentionMs: 1, // past the window at once: no blind retry
+              call: async () => {
+                throw new Ambiguous('timed out after sending');
+              },
+            }),
+        });
+      },
+    });
+    const worker = r.h.worker();
+    worker.start();
+    for (const [id, kind] of [
+      ['D', 'doomed'],
+      ['U', 'uncertain'],
+    ]) {
+      expect(
+        (
+          await r.call('POST', '/v1/operations', {
+            headers: { 'idempotency-key': id! },
+            body: { kind, input: {} },
+          })
+        ).status,
+      ).toBe(202);
+    }
+    expect((await r.h.sluice.wait({ tenant: 'north', id: 'D' })).state).toBe('dead');
+    expect((await r.h.sluice.wait({ tenant: 'north', id: 'U' })).state).toBe('needs_reconciliation');
+    await worker.stop();
+
+    const redriven = await r.call('POST', '/v1/operations/D/redrive?tenant=north', {
+      key: KEYS.admin,
+      body: { reason: 'the dependency is back' },
+    });
+    expect([redriven.status, redriven.json.state, redriven.json.attempt]).toEqual([200, 'queued', 0]);
+
+    const reconciled = await r.call('POST', '/v1/operations/U/reconcile?tenant=north', {
+      key: KEYS.admin,
+      body: {
+        by: 'ops@example.com',
+        reason: 'the provider shows charge ch_77 under the key',
+        effects: [{ name: 'charge', outcome: 'committed', result: { id: 'ch_77' }, reference: 'ch_77' }],
+        resolution: 'succeeded',
+        result: { charge: 'ch_77' },
+      },
+    });
+    expect([reconciled.status, reconciled.json.state, reconciled.json.result]).toEqual([
+      200,
+      'succeeded',
+      { charge: 'ch_77' },
+    ]);
+    expect(isTerminal(reconciled.json.state)).toBe(true);
+
+    const d = await r.call('GET', '/v1/operations/D?include=events');
+    expect(
+      d.json.events.map((e: { action: string; by: string; reason: string }) => [e.action, e.by, e.reason]),
+    ).toEqual([['redrive', 'admin#1', 'the dependency is back']]);
+    const u = await r.call('GET', '/v1/operations/U?include=events,effects');
+    expect(u.json.events.map((e: { action: string; by: string }) => [e.action, e.by])).toEqual([
+      ['reconcile', 'ops@example.com'],
+    ]);
+    expect(u.json.effects[0]).toMatchObject({ state: 'committed', reference: 'ch_77' });
+    expect(runs).toBe(1);
+  });
+
+  it('keys and bodies never reach the log; each request is one line with tenant and operation', async () => {
+    r = await rig();
+    const secretInput = { text: 'SECRET-BODY-MARKER' };
+    await r.call('POST', '/v1/operations', {
+      headers: { 'idempotency-key': 'log-1' },
+      body: { kind: 'note', input: secretInput },
+    });
+    await r.call('POST', '/v1/operations', {
+      key: 'SECRET-WRONG-KEY',
+      headers: { 'idempotency-key': 'log-2' },
+      body: { kind: 'note', input: secretInput },
+    });
+    await r.call('POST', '/v1/operations', {
+      headers: { 'idempotency-key': 'log-3', 'content-type': 'application/json' },
+      raw: '{"kind":"note","input":{"text":"SECRET-BODY-MARKER"',
+    });
+    await r.call('GET', '/v1/operations/log-1', { key: KEYS.south });
+    const all = r.logs.join('');
+    for (const secret of [KEYS.north, KEYS.south, KEYS.admin, 'SECRET-WRONG-KEY', 'SECRET-BODY-MARKER']) {
+      expect(all).not.toContain(secret);
+    }
+    const lines = r.logs.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request');
+    expect(
+      lines.map((l) => [l.method, l.route, l.status, l.tenant ?? null, l.operation, l.problem ?? null]),
+    ).toEqual([
+      ['POST', '/v1/operations', 202, 'north', 'log-1', null],
+      ['POST', '/v1/operations', 401, null, 'log-2', 'unauthorized'],
+      ['POST', '/v1/operations', 400, 'north', 'log-3', 'body-malformed'],
+      ['GET', '/v1/operations/:id', 404, 'south', 'log-1', 'operation-not-found'],
+    ]);
+  });
+
+  it('key configuration is checked at build: duplicates, bad hashes, bad tenants refused', () => {
+    expect(() => new KeyRing({ tenants: { a: ['k1'], b: ['k1'] }, admin: [] })).toThrow(/twice/);
+    expect(() => new KeyRing({ tenants: { a: ['sha256:abc'] }, admin: [] })).toThrow(/64 hex/);
+    expect(() => new KeyRing({ tenants: { 'bad tenant': ['k'] }, admin: [] })).toThrow(/tenant/);
+    expect(() => new KeyRing({ tenants: {}, admin: [''] })).toThrow(/non-empty/);
+    expect(() => new KeyRing({ tenants: { a: ['has space'] }, admin: [] })).toThrow(/visible ASCII/);
+    const ring = new KeyRing({ tenants: { a: ['k1'] }, admin: ['k2'] });
+    expect(ring.authenticate('Bearer k1')).toEqual({ kind: 'tenant', tenant: 'a', id: 'tenant:a' });
+    expect(ring.authenticate('Bearer k2')).toEqual({ kind: 'admin', id: 'admin#1' });
+  });
+});

@@ -1,0 +1,322 @@
+/**
+ * A corpus of malformed requests sent over a real loopback connection. Each one gets its
+ * documented status and problem type, and leaves the store exactly as it was (operations,
+ * queue counters, class counters compared before and after). The edges of the parser's limits
+ * (depth 64 vs 65, 2^53−1 vs 2^53) are checked on both sides.
+ */
+import { connect } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { O7 } from '../helpers/charge-kind.js';
+import { KEYS, type Rig, rig } from './rig.js';
+
+interface Case {
+  name: string;
+  body?: string | Uint8Array;
+  contentType?: string | null;
+  headers?: Record<string, string>;
+  status: number;
+  code: string;
+}
+
+const nested = (depth: number, inner = '0') => '['.repeat(depth) + inner + ']'.repeat(depth);
+const envelope = (input: string, extra = '') => `{"kind":"charge","input":${input}${extra}}`;
+
+const CORPUS: Case[] = [
+  {
+    name: 'truncated JSON',
+    body: '{"kind":"charge","input":{"invoice":7,',
+    status: 400,
+    code: 'body-malformed',
+  },
+  { name: 'truncated string', body: '{"kind":"char', status: 400, code: 'body-malformed' },
+  {
+    name: 'trailing garbage',
+    body: `${envelope('{"invoice":7,"amount_cents":1}')} x`,
+    status: 400,
+    code: 'body-malformed',
+  },
+  { name: 'single quotes', body: "{'kind':'charge'}", status: 400, code: 'body-malformed' },
+  { name: 'empty JSON body', body: '', status: 400, code: 'body-malformed' },
+  { name: 'whitespace only', body: '   \n ', status: 400, code: 'body-malformed' },
+  {
+    name: 'NaN literal',
+    body: envelope('{"invoice":NaN,"amount_cents":1}'),
+    status: 400,
+    code: 'body-malformed',
+  },
+  {
+    name: '__proto__ key',
+    body: envelope('{"__proto__":{"admin":true},"invoice":7,"amount_cents":1}'),
+    status: 400,
+    code: 'body-malformed',
+  },
+  {
+    name: '__proto__ key spelled with an escape',
+    body: envelope('{"\\u005f_proto__":{"admin":true},"invoice":7,"amount_cents":1}'),
+    status: 400,
+    code: 'body-malformed',
+  },
+  // 10,000 levels take 20 KB: over this server's body limit, refused before the parser sees it.
+  {
+    name: '10,000 levels of nesting (20 KB)',
+    body: envelope(nested(10_000)),
+    status: 413,
+    code: 'body-too-large',
+  },
+  {
+    name: '3,000 levels of nesting (inside the body limit)',
+    body: envelope(nested(3_000)),
+    status: 400,
+    code: 'body-too-deep',
+  },
+  { name: '65 levels (one over)', body: nested(65), status: 400, code: 'body-too-deep' },
+  {
+    name: 'a 400-digit integer',
+    body: envelope(`{"invoice":7,"amount_cents":${'9'.repeat(400)}}`),
+    status: 400,
+    code: 'number-out-of-range',
+  },
+  {
+    name: '1e400 (Infinity)',
+    body: envelope('{"invoice":7,"amount_cents":1e400}'),
+    status: 400,
+    code: 'number-out-of-range',
+  },
+  {
+    name: '-1e400',
+    body: envelope('{"invoice":-1e400,"amount_cents":1}'),
+    status: 400,
+    code: 'number-out-of-range',
+  },
+  {
+    name: '2^53 (one past safe)',
+    body: envelope('{"invoice":7,"amount_cents":9007199254740992}'),
+    status: 400,
+    code: 'number-out-of-range',
+  },
+  { name: 'body is null', body: 'null', status: 422, code: 'request-invalid' },
+  { name: 'body is an array', body: '[]', status: 422, code: 'request-invalid' },
+  { name: 'body is a string', body: '"charge"', status: 422, code: 'request-invalid' },
+  { name: 'no body at all', contentType: null, status: 422, code: 'request-invalid' },
+  { name: 'kind is a number', body: '{"kind":42,"input":{}}', status: 422, code: 'request-invalid' },
+  {
+    name: 'deadlineMs as text (no coercion)',
+    body: envelope('{"invoice":7,"amount_cents":1}', ',"deadlineMs":"100"'),
+    status: 422,
+    code: 'request-invalid',
+  },
+  {
+    name: 'negative delayMs',
+    body: envelope('{"invoice":7,"amount_cents":1}', ',"delayMs":-1'),
+    status: 422,
+    code: 'request-invalid',
+  },
+  {
+    name: 'fractional deadlineMs',
+    body: envelope('{"invoice":7,"amount_cents":1}', ',"deadlineMs":1.5'),
+    status: 422,
+    code: 'request-invalid',
+  },
+  {
+    name: 'amount as text',
+    body: envelope('{"invoice":7,"amount_cents":"5000"}'),
+    status: 422,
+    code: 'input-invalid',
+  },
+  { name: 'input is an array', body: envelope('[7,5000]'), status: 422, code: 'input-invalid' },
+  {
+    name: 'input nested 64 deep (at the limit: parsed, then the schema refuses)',
+    body: envelope(nested(63)),
+    status: 422,
+    code: 'input-invalid',
+  },
+  {
+    name: 'text/plain',
+    body: envelope(JSON.stringify(O7)),
+    contentType: 'text/plain',
+    status: 415,
+    code: 'unsupported-media-type',
+  },
+  {
+    name: 'form-encoded',
+    body: 'kind=charge&input=7',
+    contentType: 'application/x-www-form-urlencoded',
+    status: 415,
+    code: 'unsupported-media-type',
+  },
+  {
+    name: 'multipart',
+    body: '--x\r\n\r\n--x--',
+    contentType: 'multipart/form-data; boundary=x',
+    status: 415,
+    code: 'unsupported-media-type',
+  },
+  {
+    name: 'XML',
+    body: '<op kind="charge"/>',
+    contentType: 'application/xml',
+    status: 415,
+    code: 'unsupported-media-type',
+  },
+  {
+    name: 'bytes without a content type',
+    body: new TextEncoder().encode(envelope(JSON.stringify(O7))),
+    contentType: null,
+    status: 415,
+    code: 'unsupported-media-type',
+  },
+  {
+    name: 'an Authorization that is not Bearer',
+    body: envelope(JSON.stringify(O7)),
+    headers: { authorization: `Basic ${Buffer.from(`north:${KEYS.north}`).toString('base64')}` },
+    status: 401,
+    code: 'unauthorized',
+  },
+  {
+    name: 'a bearer token of 5,000 characters',
+    body: envelope(JSON.stringify(O7)),
+    headers: { authorization: `Bearer ${'k'.repeat(5000)}` },
+    status: 401,
+    code: 'unauthorized',
+  },
+  {
+    name: 'an Idempotency-Key of 256 characters',
+    body: envelope(JSON.stringify(O7)),
+    headers: { 'idempotency-key': 'k'.repeat(256) },
+    status: 400,
+    code: 'idempotency-key-invalid',
+  },
+  {
+    name: 'an Idempotency-Key with a control character',
+    body: envelope(JSON.stringify(O7)),
+    headers: { 'idempotency-key': 'a\tb' },
+    status: 400,
+    code: 'idempotency-key-invalid',
+  },
+];
+
+describe('a malformed-input corpus over loopback: documented errors, store unchanged', () => {
+  let r: Rig;
+  let base: string;
+  beforeAll(async () => {
+    r = await rig();
+    base = await r.listen();
+    // Something already in the store, so "unchanged" is not "empty".
+    const seeded = await r.call('POST', '/v1/operations', {
+      headers: { 'idempotency-key': 'seed' },
+      body: { kind: 'charge', input: O7 },
+    });
+    expect(seeded.status).toBe(202);
+  });
+  afterAll(async () => r?.close());
+
+  it.each(CORPUS)('$name → $status $code', async (c) => {
+    const before = await r.snapshot();
+    const headers: Record<string, string> = {
+      authorization: `Bearer ${KEYS.north}`,
+      'idempotency-key': 'corpus',
+      ...c.headers,
+    };
+    if (c.contentType !== null) headers['content-type'] = c.contentType ?? 'application/json';
+    const res = await fetch(`${base}/v1/operations`, { method: 'POST', headers, body: c.body });
+    const text = await res.text();
+    expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    const problem = JSON.parse(text);
+    expect([res.status, problem.code, problem.status]).toEqual([c.status, c.code, c.status]);
+    expect(problem.type).toBe(`https://sluice.dev/problems/${c.code}`);
+    expect(typeof problem.title).toBe('string');
+    expect(typeof problem.detail).toBe('string');
+    expect(await r.snapshot()).toEqual(before);
+  });
+
+  it('the edges pass: 2^53−1 and nesting at exactly 64 are parsed', async () => {
+    const safe = await fetch(`${base}/v1/operations`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${KEYS.north}`,
+        'idempotency-key': 'safe',
+        'content-type': 'application/json',
+      },
+      body: envelope('{"invoice":7,"amount_cents":9007199254740991}'),
+    });
+    expect(safe.status).toBe(202);
+    expect(((await safe.json()) as { input: { amount_cents: number } }).input.amount_cents).toBe(
+      Number.MAX_SAFE_INTEGER,
+    );
+  });
+
+  it('10,000 levels inside a larger body limit: refused as too deep, and the server carries on', async () => {
+    const big = await rig({ server: { bodyLimitBytes: 1024 * 1024 } });
+    try {
+      const before = await big.snapshot();
+      const res = await big.call('POST', '/v1/operations', {
+        headers: { 'idempotency-key': 'deep', 'content-type': 'application/json' },
+        raw: envelope(nested(10_000)),
+      });
+      expect([res.status, res.json.code]).toEqual([400, 'body-too-deep']);
+      expect(await big.snapshot()).toEqual(before);
+      const next = await big.call('POST', '/v1/operations', {
+        headers: { 'idempotency-key': 'next' },
+        body: { kind: 'charge', input: O7 },
+      });
+      expect(next.status).toBe(202);
+    } finally {
+      await big.close();
+    }
+  });
+
+  it('headers just under 16 KiB are read normally', async () => {
+    const res = await fetch(`${base}/v1/operations`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${KEYS.north}`,
+        'idempotency-key': 'padded',
+        'content-type': 'application/json',
+        'x-padding': 'p'.repeat(15_000),
+      },
+      body: envelope(JSON.stringify(O7)),
+    });
+    expect(res.status).toBe(202);
+  });
+
+  it('headers over 16 KiB: 431 as a problem, from the HTTP parser, store unchanged', async () => {
+    const before = await r.snapshot();
+    const { port } = new URL(base);
+    // A raw socket: the server answers before reading the whole request and closes.
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), '127.0.0.1');
+      let data = '';
+      socket.on('data', (chunk) => {
+        data += chunk;
+      });
+      socket.on('error', (error) => (data ? resolve(data) : reject(error)));
+      socket.on('close', () => resolve(data));
+      socket.write(
+        'POST /v1/operations HTTP/1.1\r\nHost: x\r\n' +
+          `Authorization: Bearer ${KEYS.north}\r\nIdempotency-Key: big\r\nX-Padding: ${'p'.repeat(20_000)}\r\n` +
+          'Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}',
+      );
+    });
+    const [head, body] = answer.split('\r\n\r\n');
+    expect(head).toMatch(/^HTTP\/1\.1 431 /);
+    expect(head).toMatch(/content-type: application\/problem\+json/i);
+    expect(JSON.parse(body!)).toMatchObject({
+      status: 431,
+      code: 'header-too-large',
+      type: 'https://sluice.dev/problems/header-too-large',
+    });
+    expect(await r.snapshot()).toEqual(before);
+  });
+
+  it('a path that is not a route, and a bad percent-encoding, are problems too', async () => {
+    const missing = await fetch(`${base}/v1/nothing-here`, {
+      headers: { authorization: `Bearer ${KEYS.north}` },
+    });
+    expect([missing.status, ((await missing.json()) as { code: string }).code]).toEqual([404, 'not-found']);
+    const bad = await fetch(`${base}/v1/operations/%E0%A4%A`, {
+      headers: { authorization: `Bearer ${KEYS.north}` },
+    });
+    expect(bad.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect([bad.status, ((await bad.json()) as { code: string }).code]).toEqual([400, 'url-invalid']);
+  });
+});

@@ -1,0 +1,209 @@
+/**
+ * /metrics after real traffic: the families named in DESIGN.md's Observability section, from
+ * engine events (counters, histograms) and collected on scrape (queue depth per class and
+ * tenant, running attempts, temp bytes, DB connections, spend, the retry budget), and the
+ * cardinality rule: a tenant label only on the queue gauges and spend.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import type { Sluice, Store, Worker } from '../../src/index.js';
+import { createEvents } from '../../src/observability/events.js';
+import { createMetrics } from '../../src/observability/metrics.js';
+import { O7 } from '../helpers/charge-kind.js';
+import { Gate } from '../helpers/gate.js';
+import { KEYS, type Rig, rig } from './rig.js';
+
+/** `name{labels} value` lines, as a map from the series to its value. */
+function samples(text: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const at = line.lastIndexOf(' ');
+    out.set(line.slice(0, at), Number(line.slice(at + 1)));
+  }
+  return out;
+}
+
+const FAMILIES = [
+  'sluice_submits_total',
+  'sluice_admission_rejections_total',
+  'sluice_attempts_total',
+  'sluice_retries_total',
+  'sluice_retry_budget_denials_total',
+  'sluice_effect_calls_total',
+  'sluice_lease_rescues_total',
+  'sluice_operations_finished_total',
+  'sluice_attempt_duration_seconds',
+  'sluice_operation_end_to_end_seconds',
+  'sluice_age_of_first_attempt_seconds',
+  'sluice_queue_waiting',
+  'sluice_queue_running',
+  'sluice_class_waiting',
+  'sluice_worker_running_attempts',
+  'sluice_temp_bytes',
+  'sluice_db_connections_in_use',
+  'sluice_budget_spend',
+  'sluice_budget_calls',
+  'sluice_retry_budget_first_attempts',
+  'sluice_retry_budget_retries',
+  'sluice_retry_budget_denied',
+  'sluice_store_up',
+  'sluice_http_requests_total',
+  'sluice_http_request_duration_seconds',
+  'sluice_http_problems_total',
+];
+
+describe('GET /metrics', () => {
+  let r: Rig;
+  afterEach(async () => r?.close());
+
+  it('exposes every family after some traffic, with the numbers the traffic made', async () => {
+    const gate = new Gate();
+    const workers: Worker[] = [];
+    const metrics = createMetrics();
+    r = await rig({
+      sluice: {
+        tenants: { south: { default: { maxWaiting: 0 } } },
+        providers: {
+          payments: {
+            perTenant: { limit: 100_000, windowMs: 3_600_000 },
+            global: { limit: 1_000_000, windowMs: 3_600_000 },
+            rate: { limit: 100, windowMs: 60_000 },
+          },
+        },
+      },
+      server: { metrics, workers: () => workers },
+      define(sluice) {
+        sluice.define('paid', {
+          input: z.object({ cents: z.number().int() }),
+          class: 'slow',
+          run: async (input, ctx) => {
+            await ctx.effect('charge', { provider: 'payments', cost: input.cents, call: async () => 'ok' });
+            await gate.wait();
+            return 'done';
+          },
+        });
+      },
+    });
+    r.provider.failNext(1, 'unavailable');
+    const post = (id: string, body: unknown, key: string = KEYS.north) =>
+      r.call('POST', '/v1/operations', { key, headers: { 'idempotency-key': id }, body });
+    expect((await post('O7', { kind: 'charge', input: O7 })).status).toBe(202);
+    expect((await post('O7', { kind: 'charge', input: O7 })).status).toBe(200);
+    expect((await post('bad', { kind: 'charge', input: { invoice: 'x' } })).status).toBe(422);
+    expect((await post('typo', { kind: 'chrage', input: {} })).status).toBe(422);
+    expect((await post('full', { kind: 'charge', input: O7 }, KEYS.south)).status).toBe(429);
+    expect((await post('note', { kind: 'note', input: { text: 'waits' } })).status).toBe(202);
+
+    const worker = r.h.worker({ slots: { default: 1, slow: 1, bulk: 0 } });
+    workers.push(worker);
+    worker.start();
+    expect((await r.h.sluice.wait({ tenant: 'north', id: 'O7' })).state).toBe('succeeded');
+    expect((await post('paid', { kind: 'paid', input: { cents: 1234 } })).status).toBe(202);
+    await gate.arrived;
+
+    const res = await r.call('GET', '/metrics', { key: null });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+    for (const family of FAMILIES) expect(res.text, family).toContain(`# TYPE ${family} `);
+    const s = samples(res.text);
+    const expected: Record<string, number> = {
+      'sluice_submits_total{kind="charge",outcome="created"}': 1,
+      'sluice_submits_total{kind="charge",outcome="duplicate"}': 1,
+      'sluice_submits_total{kind="charge",outcome="rejected"}': 2,
+      'sluice_submits_total{kind="unknown",outcome="rejected"}': 1,
+      'sluice_admission_rejections_total{reason="input-invalid",class="default"}': 1,
+      'sluice_admission_rejections_total{reason="kind-unknown",class=""}': 1,
+      'sluice_admission_rejections_total{reason="tenant-queue-full",class="default"}': 1,
+      'sluice_attempts_total{kind="charge",outcome="retry"}': 1,
+      'sluice_attempts_total{kind="charge",outcome="succeeded"}': 1,
+      'sluice_retries_total{kind="charge"}': 1,
+      'sluice_effect_calls_total{provider="none",outcome="retryable"}': 1,
+      'sluice_effect_calls_total{provider="none",outcome="committed"}': 1,
+      'sluice_effect_calls_total{provider="payments",outcome="committed"}': 1,
+      'sluice_operations_finished_total{kind="charge",state="succeeded"}': 1,
+      'sluice_attempt_duration_seconds_count{kind="charge"}': 2,
+      'sluice_operation_end_to_end_seconds_count{kind="charge",state="succeeded"}': 1,
+      'sluice_age_of_first_attempt_seconds_count{class="default"}': 1,
+      'sluice_age_of_first_attempt_seconds_count{class="slow"}': 1,
+      'sluice_queue_waiting{class="bulk",tenant="north"}': 1,
+      'sluice_queue_running{class="slow",tenant="north"}': 1,
+      'sluice_queue_running{class="default",tenant="north"}': 0,
+      'sluice_class_waiting{class="bulk"}': 1,
+      'sluice_worker_running_attempts{class="slow"}': 1,
+      sluice_temp_bytes: 0,
+      sluice_db_connections_in_use: 1,
+      'sluice_budget_spend{provider="payments",tenant="north",state="committed"}': 1234,
+      'sluice_budget_spend{provider="payments",tenant="north",state="reserved"}': 0,
+      'sluice_budget_spend{provider="payments",tenant="*",state="committed"}': 1234,
+      'sluice_budget_calls{provider="payments"}': 1,
+      sluice_retry_budget_first_attempts: 2,
+      sluice_retry_budget_retries: 1,
+      sluice_retry_budget_denied: 0,
+      sluice_store_up: 1,
+      'sluice_http_requests_total{method="POST",route="/v1/operations",status="202"}': 3,
+      'sluice_http_requests_total{method="POST",route="/v1/operations",status="422"}': 2,
+      'sluice_http_problems_total{code="tenant-queue-full"}': 1,
+    };
+    for (const [series, value] of Object.entries(expected))
+      expect([series, s.get(series)]).toEqual([series, value]);
+
+    // Cardinality: tenants only on the queue gauges and spend.
+    const withTenant = new Set(
+      [...s.keys()].filter((k) => k.includes('tenant=')).map((k) => k.split('{')[0]),
+    );
+    expect([...withTenant].sort()).toEqual([
+      'sluice_budget_spend',
+      'sluice_queue_running',
+      'sluice_queue_waiting',
+    ]);
+    expect(res.text).not.toMatch(/id="|operation="/);
+
+    // The same registry, scraped directly.
+    expect(await metrics.scrape()).toContain('sluice_store_up 1');
+    gate.open();
+    await r.h.sluice.wait({ tenant: 'north', id: 'paid' });
+  });
+
+  it('reports the store down rather than failing the scrape; unsubscribes on close', async () => {
+    r = await rig();
+    const before = r.h.sluice.events.listenerCount('submitted');
+    expect(before).toBe(1);
+    await r.h.store.close(); // the database is gone
+    const res = await r.call('GET', '/metrics', { key: null });
+    expect(res.status).toBe(200);
+    expect(samples(res.text).get('sluice_store_up')).toBe(0);
+    await r.app.close();
+    expect(r.h.sluice.events.listenerCount('submitted')).toBe(0);
+  });
+
+  it('can be limited to admin keys', async () => {
+    r = await rig({ server: { metricsAuth: 'admin' } });
+    expect((await r.call('GET', '/metrics', { key: null })).status).toBe(401);
+    expect((await r.call('GET', '/metrics')).status).toBe(403);
+    expect((await r.call('GET', '/metrics', { key: KEYS.admin })).status).toBe(200);
+  });
+
+  it("PostgreSQL: connections in use are the pool's checked-out clients; one source per registry", async () => {
+    const pool = { totalCount: 7, idleCount: 3 };
+    const store = {
+      dialect: 'postgres',
+      context: { pool },
+      now: async () => Date.now(),
+      queueStats: async () => [],
+      classStats: async () => [],
+      budgetUsage: async () => [],
+      retryBudgetStats: async () => ({ firstAttempts: 0, retries: 0, denials: 0 }),
+    } as unknown as Store;
+    const engine = { store, events: createEvents(), kind: () => undefined } as unknown as Sluice;
+    const metrics = createMetrics();
+    const unbind = metrics.bind({ sluice: engine });
+    expect(samples(await metrics.scrape()).get('sluice_db_connections_in_use')).toBe(4);
+    pool.idleCount = 7;
+    expect(samples(await metrics.scrape()).get('sluice_db_connections_in_use')).toBe(0);
+    const other = { ...engine, events: createEvents() } as unknown as Sluice;
+    expect(() => metrics.bind({ sluice: other })).toThrow(/another engine/);
+    unbind();
+    expect(engine.events.listenerCount('attempt-ended')).toBe(0);
+  });
+});

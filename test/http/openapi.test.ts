@@ -1,0 +1,142 @@
+/**
+ * The OpenAPI document: valid OpenAPI 3.1 (checked by a validator library), listing exactly
+ * the routes fastify has registered (read from fastify's own route tree, not from the
+ * generator's record), with each kind's input schema under the submit body — and a kind whose
+ * validator offers no JSON Schema documented as `{}` with a description.
+ */
+import { Validator } from '@seriousme/openapi-schema-validator';
+import type { StandardSchemaV1 } from '@standard-schema/spec';
+import { afterEach, describe, expect, it } from 'vitest';
+import { PROBLEMS } from '../../src/http/problem.js';
+import { type Rig, rig } from './rig.js';
+
+/** Every (METHOD, /path/{param}) in fastify's route tree, from `printRoutes`. */
+function fastifyRoutes(tree: string): string[] {
+  const out: string[] = [];
+  const stack: string[] = [];
+  for (const line of tree.split('\n')) {
+    const m = /^((?:[│ ] {3})*)[├└]── (\S+)(?: \(([^)]+)\))?$/.exec(line);
+    if (!m) continue;
+    const depth = m[1]!.length / 4;
+    const path = (depth === 0 ? '' : stack[depth - 1]!) + m[2]!;
+    stack[depth] = path;
+    for (const method of (m[3] ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)) {
+      out.push(`${method} ${path.replace(/:([A-Za-z0-9_]+)/g, '{$1}')}`);
+    }
+  }
+  return out.sort();
+}
+
+/** A Standard Schema validator with no JSON Schema to offer. */
+const handmade: StandardSchemaV1<{ n: number }> = {
+  '~standard': {
+    version: 1,
+    vendor: 'handmade',
+    validate: (value) =>
+      typeof (value as { n?: unknown })?.n === 'number'
+        ? { value: value as { n: number } }
+        : { issues: [{ message: 'n must be a number', path: ['n'] }] },
+  },
+};
+
+describe('GET /openapi.json', () => {
+  let r: Rig;
+  afterEach(async () => r?.close());
+
+  it('is valid OpenAPI 3.1 and lists every registered route', async () => {
+    r = await rig({
+      define(sluice) {
+        sluice.define('handmade', { input: handmade, run: async () => null });
+      },
+    });
+    const res = await r.call('GET', '/openapi.json', { key: null });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    const doc = res.json;
+
+    const validator = new Validator();
+    const result = await validator.validate(doc);
+    expect(result.errors ?? []).toEqual([]);
+    expect(result.valid).toBe(true);
+    expect(validator.version).toBe('3.1');
+    // The validator is not a rubber stamp: a document without its info is refused.
+    const { info: _info, ...broken } = doc;
+    expect((await new Validator().validate(broken)).valid).toBe(false);
+
+    const documented = Object.entries(doc.paths as Record<string, Record<string, unknown>>)
+      .flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`))
+      .sort();
+    const registered = fastifyRoutes(r.app.printRoutes({ commonPrefix: false }));
+    expect(registered.length).toBeGreaterThanOrEqual(11);
+    expect(documented).toEqual(registered);
+    expect(registered).toEqual(
+      [
+        'GET /healthz',
+        'GET /metrics',
+        'GET /openapi.json',
+        'GET /readyz',
+        'GET /v1/operations',
+        'GET /v1/operations/{id}',
+        'GET /v1/tenants/{tenant}/usage',
+        'POST /v1/operations',
+        'POST /v1/operations/{id}/cancel',
+        'POST /v1/operations/{id}/reconcile',
+        'POST /v1/operations/{id}/redrive',
+      ].sort(),
+    );
+  });
+
+  it("documents each kind's input, the Idempotency-Key, auth and every problem a route declares", async () => {
+    r = await rig({
+      define(sluice) {
+        sluice.define('handmade', { input: handmade, run: async () => null });
+      },
+    });
+    const doc = (await r.call('GET', '/openapi.json', { key: null })).json;
+    const submit = doc.paths['/v1/operations'].post;
+    const body = submit.requestBody.content['application/json'].schema;
+    expect(body.discriminator.propertyName).toBe('kind');
+    expect(Object.keys(body.discriminator.mapping)).toEqual(['charge', 'note', 'handmade']);
+    const charge = doc.components.schemas['Submit.charge'];
+    expect(charge.properties.kind).toEqual({ type: 'string', const: 'charge' });
+    expect(charge.properties.input).toMatchObject({
+      type: 'object',
+      required: ['invoice', 'amount_cents'],
+      properties: { invoice: { type: 'integer' }, amount_cents: { type: 'integer' } },
+    });
+    expect(charge.additionalProperties).toBe(false);
+    const hand = doc.components.schemas['Submit.handmade'].properties.input;
+    expect(Object.keys(hand)).toEqual(['description']);
+    expect(hand.description).toMatch(/handmade schema, which offers no JSON Schema/);
+
+    const key = submit.parameters.find((p: { in: string }) => p.in === 'header');
+    expect(key).toMatchObject({
+      name: 'Idempotency-Key',
+      required: true,
+      schema: { pattern: '^[\\x21-\\x7e]{1,255}$' },
+    });
+    expect(Object.keys(submit.responses).sort()).toEqual(
+      ['200', '202', '400', '401', '403', '413', '415', '422', '429', '500', '503'].sort(),
+    );
+    expect(submit.responses['429'].headers['Retry-After']).toBeDefined();
+    expect(submit.responses['422'].description).toMatch(/`idempotency-key-reused`/);
+    expect(submit.security).toEqual([{ apiKey: [] }]);
+    expect(doc.paths['/healthz'].get.security).toEqual([]);
+    expect(doc.paths['/v1/operations/{id}/redrive'].post['x-sluice-auth']).toBe('admin key');
+    // Every problem code any route declares is in the mapping.
+    for (const path of Object.values(
+      doc.paths as Record<string, Record<string, { responses: Record<string, { description: string }> }>>,
+    )) {
+      for (const op of Object.values(path)) {
+        for (const [status, resp] of Object.entries(op.responses)) {
+          for (const [, code] of resp.description.matchAll(/`([a-z-]+)`/g)) {
+            if (Number(status) >= 400) expect(PROBLEMS[code!]?.status).toBe(Number(status));
+          }
+        }
+      }
+    }
+  });
+});
