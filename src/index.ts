@@ -2,6 +2,8 @@
  * @module sluice
  * Bounded, durable background operations with safe retries. The public API: named re-exports only.
  */
+
+export { defineConfig, loadConfig, type SluiceConfig } from './config/config.js';
 export { type Clock, systemClock } from './core/clock.js';
 export { canonicalJson, operationDigest } from './core/digest.js';
 export * from './core/errors/index.js';
@@ -17,7 +19,7 @@ export {
 } from './core/states.js';
 export { deriveEffectKey, type EffectKeyFn } from './effects/effect-key.js';
 export type { EffectCall, EffectOptions, LookupResult } from './effects/run-effect.js';
-export type { AuthConfig, Principal } from './http/auth.js';
+export { type AuthConfig, hashApiKey, type Principal } from './http/auth.js';
 export type { FieldError, Problem } from './http/problem.js';
 export { buildServer, type ServerOptions } from './http/server.js';
 export type {
@@ -41,6 +43,7 @@ export type { ExecOptions, ExecResult } from './runtime/helpers/exec.js';
 export type { PgClientLike, PgPoolLike, PgQueryResult } from './runtime/helpers/pg-query.js';
 export { DEFAULT_LIMITS, type Kind, type KindDefinition, type KindLimits } from './runtime/kinds.js';
 export { Worker, type WorkerOptions } from './runtime/worker.js';
+export { type Role, type Service, type ServiceOptions, startService } from './service/service.js';
 export {
   type CancelResult,
   type Include,

@@ -54,7 +54,7 @@ describe('starvation and fairness', () => {
     expect(positions).toHaveLength(NORTH);
     // Interactive has its own 2 slots: North's k-th start comes after at most 2 + 2k bulk starts
     // (bulk's 2 slots keep running in parallel), never after the bulk backlog.
-    positions.forEach((p, k) => expect(p).toBeLessThanOrEqual(2 * k + 4));
+    for (const [k, p] of positions.entries()) expect(p).toBeLessThanOrEqual(2 * k + 4);
     expect(bulkLeft).toBeGreaterThan(BULK / 2);
   });
 
@@ -65,7 +65,7 @@ describe('starvation and fairness', () => {
     );
     expect(positions).toHaveLength(NORTH);
     // Round-robin: North gets every other start while it has work.
-    positions.forEach((p, k) => expect(p).toBeLessThanOrEqual(2 * k + 3));
+    for (const [k, p] of positions.entries()) expect(p).toBeLessThanOrEqual(2 * k + 3);
     expect(bulkLeft).toBeGreaterThan(BULK / 2);
   });
 });

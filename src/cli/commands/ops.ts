@@ -8,9 +8,10 @@ import pino from 'pino';
 import type { Operation } from '../../core/operation.js';
 import type { OperationState } from '../../core/states.js';
 import { Sluice } from '../../sluice.js';
+import type { ReconcileEffect } from '../../store/types.js';
 import { openStore } from '../open-store.js';
 
-async function withSluice<T>(db: string | undefined, fn: (sluice: Sluice) => Promise<T>): Promise<T> {
+export async function withSluice<T>(db: string | undefined, fn: (sluice: Sluice) => Promise<T>): Promise<T> {
   const sluice = new Sluice({ store: await openStore(db), logger: pino({ level: 'silent' }) });
   try {
     return await fn(sluice);
@@ -70,6 +71,74 @@ export function opsCommand(program: Command): void {
         }
       });
     });
+  const by = () => process.env.SLUICE_OPERATOR ?? process.env.USER ?? 'cli';
+  ops
+    .command('cancel <tenant> <id>')
+    .description('ask to cancel an operation (queued: cancelled; running: stopped unless an effect happened)')
+    .option('--db <sqlite-path|postgres-url>', 'the store (default: $SLUICE_DB or ./data/sluice.db)')
+    .action(async (tenant: string, id: string, opts: { db?: string }) => {
+      await withSluice(opts.db, async (sluice) => {
+        const out = await sluice.cancel({ tenant, id }, { by: by() });
+        console.log(`${tenant}/${id}: cancel ${out.cancel}; state ${out.operation.state}`);
+      });
+    });
+  ops
+    .command('redrive <tenant> <id>')
+    .description('put a dead operation back in the queue with a fresh attempt count (recorded)')
+    .requiredOption('--reason <text>', 'why (kept with the operation)')
+    .option('--by <who>', 'who (default: $SLUICE_OPERATOR or $USER)')
+    .option('--db <sqlite-path|postgres-url>', 'the store (default: $SLUICE_DB or ./data/sluice.db)')
+    .action(async (tenant: string, id: string, opts: { db?: string; reason: string; by?: string }) => {
+      await withSluice(opts.db, async (sluice) => {
+        const op = await sluice.redrive({ tenant, id }, { by: opts.by ?? by(), reason: opts.reason });
+        console.log(`${tenant}/${id}: ${op.state}`);
+      });
+    });
+  ops
+    .command('reconcile <tenant> <id>')
+    .description('resolve an operation waiting in needs_reconciliation (recorded)')
+    .requiredOption('--resolution <r>', 'requeue, succeeded or failed')
+    .requiredOption('--reason <text>', 'what was established at the provider')
+    .option(
+      '--effect <name=outcome>',
+      "an effect's outcome: name=absent, or name=committed[:json-result] (repeatable)",
+      (value: string, all: string[] = []) => [...all, value],
+    )
+    .option('--result <json>', 'the result, with --resolution succeeded')
+    .option('--by <who>', 'who (default: $SLUICE_OPERATOR or $USER)')
+    .option('--db <sqlite-path|postgres-url>', 'the store (default: $SLUICE_DB or ./data/sluice.db)')
+    .action(
+      async (
+        tenant: string,
+        id: string,
+        opts: {
+          db?: string;
+          resolution: string;
+          reason: string;
+          effect?: string[];
+          result?: string;
+          by?: string;
+        },
+      ) => {
+        if (!['requeue', 'succeeded', 'failed'].includes(opts.resolution)) {
+          throw new Error('--resolution must be requeue, succeeded or failed');
+        }
+        const effects = (opts.effect ?? []).map(parseEffect);
+        await withSluice(opts.db, async (sluice) => {
+          const op = await sluice.reconcile(
+            { tenant, id },
+            {
+              by: opts.by ?? by(),
+              reason: opts.reason,
+              effects,
+              resolution: opts.resolution as 'requeue' | 'succeeded' | 'failed',
+              result: opts.result === undefined ? undefined : JSON.parse(opts.result),
+            },
+          );
+          console.log(`${tenant}/${id}: ${op.state}`);
+        });
+      },
+    );
   ops
     .command('show <tenant> <id>')
     .description('one operation with its attempts, effects and operator actions (JSON)')
@@ -85,4 +154,12 @@ export function opsCommand(program: Command): void {
         console.log(JSON.stringify(op, null, 2));
       });
     });
+}
+
+function parseEffect(spec: string): ReconcileEffect {
+  const m = /^([^=]+)=(absent|committed)(?::(.*))?$/s.exec(spec);
+  if (!m) throw new Error(`--effect ${spec}: expected name=absent or name=committed[:json]`);
+  const [, name, outcome, json] = m;
+  if (outcome === 'absent') return { name: name!, outcome: 'absent' };
+  return { name: name!, outcome: 'committed', result: json === undefined ? null : JSON.parse(json) };
 }

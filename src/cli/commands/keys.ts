@@ -1,0 +1,25 @@
+/**
+ * @module cli/commands/keys
+ * `sluice keys hash`: the `sha256:<hex>` form of an API key, for the config file, so the key
+ * itself never needs to be stored. Reads the key from stdin (so it stays out of shell history)
+ * or takes it as an argument.
+ */
+import type { Command } from 'commander';
+import { hashApiKey } from '../../http/auth.js';
+
+export function keysCommand(program: Command): void {
+  const keys = program.command('keys').description('API keys');
+  keys
+    .command('hash [key]')
+    .description("print a key's sha256:<hex> form for the config (reads stdin when no key is given)")
+    .action(async (key: string | undefined) => {
+      let value = key;
+      if (value === undefined) {
+        const chunks: Buffer[] = [];
+        for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+        value = Buffer.concat(chunks).toString('utf8').trim();
+      }
+      if (!value) throw new Error('no key given');
+      console.log(hashApiKey(value));
+    });
+}

@@ -1,0 +1,40 @@
+/**
+ * @module cli/commands/serve
+ * `sluice serve`: the API and/or workers from a config file (see config/config.ts).
+ */
+import type { Command } from 'commander';
+import pino from 'pino';
+import { loadConfig } from '../../config/config.js';
+import { type Role, startService, stopOnSignals } from '../../service/service.js';
+
+export function serveCommand(program: Command): void {
+  program
+    .command('serve')
+    .description('run the HTTP API and workers (or one role) from a config file')
+    .option(
+      '--config <file>',
+      'sluice.config.ts / .mjs / .js (default: the first found in the current folder)',
+    )
+    .option('--db <sqlite-path|postgres-url>', 'the store (overrides the config and $SLUICE_DB)')
+    .option('--port <port>', 'API port (default: config, $PORT, else 8080)')
+    .option('--host <host>', 'API address (default 127.0.0.1)')
+    .option('--role <role>', 'api, worker or all', 'all')
+    .action(async (opts: { config?: string; db?: string; port?: string; host?: string; role: string }) => {
+      if (!['api', 'worker', 'all'].includes(opts.role)) throw new Error('--role must be api, worker or all');
+      const log = pino(
+        { name: 'sluice', level: process.env.SLUICE_LOG_LEVEL ?? 'info' },
+        pino.destination(2),
+      );
+      const config = await loadConfig(opts.config);
+      const service = await startService(config, {
+        role: opts.role as Role,
+        db: opts.db,
+        port: opts.port === undefined ? undefined : Number(opts.port),
+        host: opts.host,
+        logger: log,
+      });
+      if (service.url) console.log(`sluice ${opts.role}: API on ${service.url}`);
+      else console.log(`sluice ${opts.role}: running`);
+      stopOnSignals(service, log);
+    });
+}

@@ -1,0 +1,41 @@
+/**
+ * @module cli/commands/tenants
+ * `sluice tenants usage`: per tenant and class, what runs and what waits; per tenant, the spend
+ * budgets drawn in the current windows.
+ */
+import type { Command } from 'commander';
+import { withSluice } from './ops.js';
+
+export function tenantsCommand(program: Command): void {
+  const tenants = program.command('tenants').description('tenants and their usage');
+  tenants
+    .command('usage [tenant]')
+    .description('running and waiting operations per class, and spend drawn this window')
+    .option('--db <sqlite-path|postgres-url>', 'the store (default: $SLUICE_DB or ./data/sluice.db)')
+    .option('--json', 'print JSON')
+    .action(async (tenant: string | undefined, opts: { db?: string; json?: boolean }) => {
+      await withSluice(opts.db, async (sluice) => {
+        const now = await sluice.store.now();
+        const queues = (await sluice.store.queueStats()).filter(
+          (q) => tenant === undefined || q.tenant === tenant,
+        );
+        const spend = (await sluice.store.budgetUsage({ prefix: 'spend:', since: now })).filter(
+          (b) => tenant === undefined || b.key.endsWith(`:tenant:${tenant}`),
+        );
+        if (opts.json) {
+          console.log(JSON.stringify({ queues, spend }, null, 2));
+          return;
+        }
+        if (queues.length === 0) console.log('(no queued or running operations)');
+        for (const q of queues)
+          console.log(
+            `${q.tenant.padEnd(20)} ${q.class.padEnd(14)} running ${q.running}  waiting ${q.waiting}`,
+          );
+        for (const b of spend) {
+          console.log(
+            `${b.key.padEnd(40)} reserved ${b.reserved}  committed ${b.committed}  (window from ${new Date(b.windowStart).toISOString()})`,
+          );
+        }
+      });
+    });
+}

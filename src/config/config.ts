@@ -1,0 +1,115 @@
+/**
+ * @module config/config
+ * The service's configuration: one object, usually the default export of `sluice.config.ts`
+ * (or `.mjs` / `.js`), loaded with jiti so TypeScript needs no build step. Secrets may come from
+ * the environment instead of the file:
+ *
+ * | variable | meaning |
+ * |---|---|
+ * | `SLUICE_DB` | the store: a SQLite path or a `postgres://` URL (overrides `db`) |
+ * | `PORT`, `HOST` | where the API listens (override `http.port`, `http.host`) |
+ * | `SLUICE_TENANT_KEYS` | `tenant:key,tenant:key` — API keys, plaintext or `sha256:<hex>`, added to `auth.tenants` |
+ * | `SLUICE_ADMIN_KEYS` | `key,key` — admin keys, added to `auth.admin` |
+ * | `SLUICE_SHUTDOWN_GRACE_MS` | overrides `shutdownGraceMs` |
+ *
+ * @example
+ * ```ts
+ * // sluice.config.ts
+ * import { defineConfig } from 'sluice';
+ * import { z } from 'zod';
+ * export default defineConfig({
+ *   db: './data/sluice.db',
+ *   kinds: { charge: { input: z.object({ amount_cents: z.number().int() }), run: async (input, ctx) => … } },
+ *   tenants: { north: { default: { maxRunning: 2, maxWaiting: 5 } } },
+ *   auth: { admin: ['sha256:…'] },
+ * });
+ * ```
+ */
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import type { ProviderBudgets } from '../admission/budgets.js';
+import type { AdmissionConfig } from '../admission/limits.js';
+import type { RetryBudgetConfig } from '../admission/retry-budget.js';
+import { InvalidArgument } from '../core/errors/index.js';
+import type { RetentionPolicy } from '../queue/maintenance.js';
+import type { KindDefinition } from '../runtime/kinds.js';
+import type { WorkerOptions } from '../runtime/worker.js';
+import type { Sluice } from '../sluice.js';
+
+export interface SluiceConfig {
+  /** The store: a SQLite file path (default `./data/sluice.db`) or a `postgres://` URL. */
+  db?: string;
+  sqlite?: { synchronous?: 'FULL' | 'NORMAL' };
+  postgres?: { schema?: string; poolSize?: number };
+  /** Apply pending migrations at start-up (`auto`, default) or only with `sluice migrate`. */
+  migrate?: 'auto' | 'manual';
+  http?: { host?: string; port?: number; bodyLimitBytes?: number };
+  /** API keys: per tenant, and for operators. Plaintext or `sha256:<hex>`; never logged. */
+  auth?: { tenants?: Record<string, string[]>; admin?: string[] };
+  /** Operation kinds by name. */
+  // biome-ignore lint/suspicious/noExplicitAny: each kind has its own input type.
+  kinds?: Record<string, KindDefinition<any, any>>;
+  /** Called once the engine exists: define kinds that need it (e.g. to read other operations). */
+  setup?(sluice: Sluice): void | Promise<void>;
+  classes?: AdmissionConfig['classes'];
+  tenants?: AdmissionConfig['tenants'];
+  providers?: ProviderBudgets;
+  retryBudget?: Partial<RetryBudgetConfig> | false;
+  retention?: Partial<RetentionPolicy>;
+  maxLeaseExpiries?: number;
+  worker?: WorkerOptions;
+  /** How long a stopping process lets running attempts finish before releasing them. Default 10 s. */
+  shutdownGraceMs?: number;
+}
+
+/** Identity function that gives a config file its types. */
+export function defineConfig(config: SluiceConfig): SluiceConfig {
+  return config;
+}
+
+export const CONFIG_FILES = [
+  'sluice.config.ts',
+  'sluice.config.mts',
+  'sluice.config.mjs',
+  'sluice.config.js',
+];
+
+/**
+ * Loads a config file (TypeScript or JavaScript, its default export), or the first of
+ * `CONFIG_FILES` found in `cwd`; an empty config when there is none.
+ */
+export async function loadConfig(path?: string, cwd = process.cwd()): Promise<SluiceConfig> {
+  const file = path
+    ? resolve(cwd, path)
+    : CONFIG_FILES.map((f) => resolve(cwd, f)).find((f) => existsSync(f));
+  if (!file) return {};
+  if (!existsSync(file)) throw new InvalidArgument(`config file ${file} does not exist`);
+  const { createJiti } = await import('jiti');
+  const jiti = createJiti(import.meta.url, { interopDefault: true, moduleCache: false });
+  const loaded = (await jiti.import(file, { default: true })) as SluiceConfig | (() => SluiceConfig);
+  const config = typeof loaded === 'function' ? await loaded() : loaded;
+  if (typeof config !== 'object' || config === null)
+    throw new InvalidArgument(`${file} must export a config object`);
+  return config;
+}
+
+/** The config with the environment's overrides applied (see the module header). */
+export function withEnvironment(config: SluiceConfig, env: NodeJS.ProcessEnv = process.env): SluiceConfig {
+  const out: SluiceConfig = {
+    ...config,
+    http: { ...config.http },
+    auth: { tenants: { ...config.auth?.tenants }, admin: [...(config.auth?.admin ?? [])] },
+  };
+  if (env.SLUICE_DB) out.db = env.SLUICE_DB;
+  if (env.PORT) out.http!.port = Number(env.PORT);
+  if (env.HOST) out.http!.host = env.HOST;
+  for (const pair of (env.SLUICE_TENANT_KEYS ?? '').split(',').filter(Boolean)) {
+    const at = pair.indexOf(':');
+    if (at <= 0) throw new InvalidArgument('SLUICE_TENANT_KEYS must be tenant:key pairs, comma-separated');
+    const tenant = pair.slice(0, at);
+    out.auth!.tenants![tenant] = [...(out.auth!.tenants![tenant] ?? []), pair.slice(at + 1)];
+  }
+  for (const key of (env.SLUICE_ADMIN_KEYS ?? '').split(',').filter(Boolean)) out.auth!.admin!.push(key);
+  if (env.SLUICE_SHUTDOWN_GRACE_MS) out.shutdownGraceMs = Number(env.SLUICE_SHUTDOWN_GRACE_MS);
+  return out;
+}

@@ -1,0 +1,164 @@
+/**
+ * The service shell: a TypeScript config loaded without a build step, the environment's
+ * overrides, and split roles (an API-only and a worker-only process on one store).
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { withEnvironment } from '../../src/config/config.js';
+import {
+  Ambiguous,
+  isInvalidArgument,
+  loadConfig,
+  type OperationContext,
+  type Service,
+  startService,
+} from '../../src/index.js';
+import { silent } from '../helpers/engine.js';
+
+const ROOT = join(import.meta.dirname, '../..');
+let dir = '';
+
+describe('configuration', () => {
+  it('loads a TypeScript config file, and is empty when there is none', async () => {
+    const config = await loadConfig(join(ROOT, 'test/fixtures/sluice.config.ts'));
+    expect(Object.keys(config.kinds ?? {})).toEqual(['echo']);
+    expect(config.tenants?.north?.default?.maxRunning).toBe(1);
+    expect(await loadConfig(undefined, mkdtempSync(join(tmpdir(), 'sluice-empty-')))).toEqual({});
+    expect(isInvalidArgument(await loadConfig('missing.config.ts').catch((e) => e))).toBe(true);
+  });
+
+  it('takes the store, port and keys from the environment', () => {
+    const out = withEnvironment(
+      { auth: { tenants: { north: ['a'] } } },
+      {
+        SLUICE_DB: 'postgres://x/y',
+        PORT: '9000',
+        SLUICE_TENANT_KEYS: 'north:b,south:c',
+        SLUICE_ADMIN_KEYS: 'z',
+      },
+    );
+    expect([out.db, out.http?.port, out.auth]).toEqual([
+      'postgres://x/y',
+      9000,
+      { tenants: { north: ['a', 'b'], south: ['c'] }, admin: ['z'] },
+    ]);
+    expect(() => withEnvironment({}, { SLUICE_TENANT_KEYS: 'no-colon' })).toThrow(/tenant:key/);
+  });
+});
+
+describe('roles', () => {
+  const services: Service[] = [];
+  afterEach(async () => {
+    for (const s of services.splice(0)) await s.stop({ graceMs: 100 });
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('an API-only and a worker-only process share one store', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'sluice-roles-'));
+    const config = await loadConfig(join(ROOT, 'test/fixtures/sluice.config.ts'));
+    const db = join(dir, 'sluice.db');
+    const api = await startService(config, { role: 'api', db, port: 0, logger: silent });
+    services.push(api);
+    expect(api.worker).toBeUndefined();
+    const worker = await startService(
+      { ...config, worker: { ...config.worker, tempRoot: join(dir, 'tmp') } },
+      {
+        role: 'worker',
+        db,
+        logger: silent,
+      },
+    );
+    services.push(worker);
+    expect([worker.server, worker.url]).toEqual([undefined, undefined]);
+
+    const res = await fetch(`${api.url}/v1/operations`, {
+      method: 'POST',
+      headers: {
+        authorization: 'Bearer north-config-key',
+        'idempotency-key': 'e1',
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify({ kind: 'echo', input: { say: 'hi' } }),
+    });
+    expect(res.status).toBe(202);
+    // Completed by the other process's worker (the API process runs none).
+    const done = await api.sluice.wait({ tenant: 'north', id: 'e1' }, { timeoutMs: 10_000 });
+    expect([done.state, done.result]).toEqual(['succeeded', { said: 'hi' }]);
+  });
+});
+
+describe('operator commands', () => {
+  it('cancel, redrive, reconcile and usage act on the store and record who', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'sluice-cli-'));
+    const db = join(dir, 'sluice.db');
+    const config = await loadConfig(join(ROOT, 'test/fixtures/sluice.config.ts'));
+    const kinds = {
+      ...config.kinds,
+      fails: {
+        input: z.object({}),
+        limits: { maxAttempts: 1 },
+        run: () => {
+          throw new Error('no');
+        },
+      },
+      // Its effect's outcome is unknown, and the provider's retention is (absurdly) 1 ms: the
+      // retry cannot resend blindly, so it waits for reconciliation.
+      unknown: {
+        input: z.object({}),
+        run: (_i: unknown, ctx: OperationContext) =>
+          ctx.effect('charge', {
+            retentionMs: 1,
+            call: async () => {
+              throw new Ambiguous('timed out after sending');
+            },
+          }),
+      },
+    };
+    const svc = await startService({ ...config, kinds }, { role: 'worker', db, logger: silent });
+    try {
+      await svc.sluice.submit({ tenant: 'north', id: 'd1', kind: 'fails', input: {} });
+      expect((await svc.sluice.wait({ tenant: 'north', id: 'd1' })).state).toBe('dead');
+      await svc.sluice.submit({ tenant: 'north', id: 'u1', kind: 'unknown', input: {} });
+      expect((await svc.sluice.wait({ tenant: 'north', id: 'u1' })).state).toBe('needs_reconciliation');
+      await svc.sluice.submit({
+        tenant: 'north',
+        id: 'q1',
+        kind: 'echo',
+        input: { say: 'x' },
+        delayMs: 600_000,
+      });
+    } finally {
+      await svc.stop({ graceMs: 100 });
+    }
+    const cli = (...args: string[]) =>
+      execFileSync(process.execPath, [join(ROOT, 'dist/cli/main.js'), ...args, '--db', db], {
+        encoding: 'utf8',
+        env: { ...process.env, SLUICE_OPERATOR: 'ops@test' },
+      });
+    expect(cli('ops', 'cancel', 'north', 'q1')).toMatch(/cancel cancelled; state cancelled/);
+    expect(cli('ops', 'redrive', 'north', 'd1', '--reason', 'fixed the bug')).toMatch(/north\/d1: queued/);
+    const shown = JSON.parse(cli('ops', 'show', 'north', 'd1'));
+    expect(
+      shown.events.map((e: { action: string; by: string; reason: string }) => [e.action, e.by, e.reason]),
+    ).toEqual([['redrive', 'ops@test', 'fixed the bug']]);
+    const reconcileArgs = ['--resolution', 'succeeded', '--reason', 'the provider has ch_9'];
+    const effectArgs = ['--effect', 'charge=committed:{"id":"ch_9"}', '--result', '{"charge":"ch_9"}'];
+    expect(cli('ops', 'reconcile', 'north', 'u1', ...reconcileArgs, ...effectArgs)).toMatch(
+      /north\/u1: succeeded/,
+    );
+    const reconciled = JSON.parse(cli('ops', 'show', 'north', 'u1'));
+    expect([reconciled.result, reconciled.effects[0].state, reconciled.effects[0].result]).toEqual([
+      { charge: 'ch_9' },
+      'committed',
+      { id: 'ch_9' },
+    ]);
+    expect(JSON.parse(cli('tenants', 'usage', 'north', '--json')).queues).toEqual([
+      { class: 'default', tenant: 'north', waiting: 1, running: 0 },
+    ]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+});
