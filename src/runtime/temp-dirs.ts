@@ -6,7 +6,7 @@
  * on the machine removes the folders of processes that no longer exist.
  *
  * The same folder records the process groups of the worker's running subprocesses (`ctx.exec`,
- * `groups/<pgid>` holding the leader's start time), so the sweep can also kill what a killed
+ * `.group-<pgid>` holding the leader's start time), so the sweep can also kill what a killed
  * worker left running — re-parented to init, nothing else would stop it. A group is killed only
  * when it is provably the recorded one: its leader is alive with the recorded start time, or the
  * leader is gone (Linux never gives a new process a pid still used as a group id, so remaining
@@ -27,6 +27,9 @@ function alive(pid: number): boolean {
 
 const safe = (s: string) => s.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 40);
 
+/** A recorded subprocess group: `.group-<pgid>` in the worker's folder (never a temp dir's name). */
+const GROUP_PREFIX = '.group-';
+
 /** A process's start time (clock ticks since boot, /proc/<pid>/stat field 22), or null. */
 function startTime(pid: number): string | null {
   try {
@@ -42,14 +45,14 @@ function startTime(pid: number): string | null {
 function killRecordedGroups(folder: string): void {
   let files: string[];
   try {
-    files = readdirSync(join(folder, 'groups'));
+    files = readdirSync(folder).filter((f) => f.startsWith(GROUP_PREFIX));
   } catch {
     return;
   }
   for (const name of files) {
-    const pgid = Number(name);
+    const pgid = Number(name.slice(GROUP_PREFIX.length));
     if (!Number.isInteger(pgid) || pgid <= 1) continue;
-    const recorded = readFileSync(join(folder, 'groups', name), 'utf8').trim();
+    const recorded = readFileSync(join(folder, name), 'utf8').trim();
     const now = startTime(pgid);
     if (now !== null && now !== recorded) continue; // the pid was reused: not our group
     try {
@@ -103,9 +106,9 @@ export class TempDirs {
   registerGroup(pgid: number): () => void {
     const start = process.platform === 'linux' ? startTime(pgid) : null;
     if (start === null) return () => {};
-    const file = join(this.ownerDir, 'groups', String(pgid));
+    const file = join(this.ownerDir, `${GROUP_PREFIX}${pgid}`);
     try {
-      mkdirSync(join(this.ownerDir, 'groups'), { recursive: true });
+      mkdirSync(this.ownerDir, { recursive: true });
       writeFileSync(file, start);
     } catch {
       return () => {};
