@@ -133,6 +133,7 @@ export const PROBLEMS: Record<string, ProblemSpec> & Record<HttpProblemCode, Pro
   'temp-limit-exceeded': OUTCOME,
   'provider-call-limit-exceeded': OUTCOME,
   'attempt-timeout': OUTCOME,
+  'attempt-ended': OUTCOME,
   'lease-lost': OUTCOME,
   'cancel-requested': OUTCOME,
   'worker-shutdown': OUTCOME,

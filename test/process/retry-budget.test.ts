@@ -136,10 +136,15 @@ describe.each(['sqlite', 'postgres'] as const)('retry budget across %s worker pr
           `all-firsts-within=${firstsIn}s-of-submit deadline=${DEADLINE_MS / 1000}s window=${WINDOW_MS / 1000}s in ${seconds}s`,
       );
 
-      // Every operation is terminal, none succeeded, nothing was charged.
+      // Every operation is terminal, none succeeded, nothing was charged. An operation whose
+      // deadline fired while its request was in flight (a slow machine) rightly ends waiting for
+      // reconciliation: the request had left, its outcome is unknown. Any other end is a failure.
       expect(stored).toHaveLength(OPS);
       expect(
-        stored.filter((o) => o.state !== 'dead' && o.state !== 'failed').map((o) => [o.id, o.state]),
+        stored
+          .filter((o) => o.state !== 'dead' && o.state !== 'failed')
+          .filter((o) => !(o.state === 'needs_reconciliation' && o.error?.code === 'deadline-exceeded'))
+          .map((o) => [o.id, o.state, o.error?.code]),
       ).toEqual([]);
       expect(stub.ledger()).toEqual([]);
       // Every first attempt counted, all in the window (else the sums below would be partial).
