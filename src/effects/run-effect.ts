@@ -41,7 +41,13 @@ import {
   isSimulatedCrash,
 } from '../runtime/failpoints.js';
 import type { Store } from '../store/store.js';
-import type { EffectRow, LeaseRef } from '../store/types.js';
+import type {
+  EffectBeginParams,
+  EffectBeginResult,
+  EffectMarkParams,
+  EffectRow,
+  LeaseRef,
+} from '../store/types.js';
 
 /** The arguments a provider call receives. */
 export interface EffectCall {
@@ -79,8 +85,18 @@ export interface EffectOptions<T> {
   cost?: number;
 }
 
+/**
+ * The journal writes of the protocol, group-committed by the worker across its concurrent
+ * attempts (effects/journal.ts): N attempts at the same step cost one transaction.
+ */
+export interface Journal {
+  begin(params: EffectBeginParams): Promise<EffectBeginResult>;
+  mark(params: EffectMarkParams): Promise<boolean>;
+}
+
 export interface EffectRuntime {
   store: Store;
+  journal: Journal;
   lease: LeaseRef;
   signal: AbortSignal;
   effectKey: (name: string) => string;
@@ -124,7 +140,7 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
       throw error;
     });
   const begin = await budgeted(
-    rt.store.effectBegin({
+    rt.journal.begin({
       lease: rt.lease,
       name,
       key,
@@ -164,7 +180,7 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
         return found.result;
       }
       if (found.status === 'absent') {
-        await rt.store.effectMarkAbsent({ lease: rt.lease, name });
+        await rt.journal.mark({ lease: rt.lease, name, state: 'absent' });
         clean = true;
       } else if (!insideWindow) throw unknown(name, row, retentionMs);
     } else if (!insideWindow) {
@@ -206,10 +222,15 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
     );
     // A permanent refusal is an answer: the effect did not and will not happen under this key.
     if (isPermanent(error)) {
-      await rt.store.effectMarkFailed({ lease: rt.lease, name, error: toErrorRecord(error, 'permanent') });
+      await rt.journal.mark({
+        lease: rt.lease,
+        name,
+        state: 'failed',
+        error: toErrorRecord(error, 'permanent'),
+      });
     } else if (isRetryable(error) && clean) {
       // A definite "not done" (a 503, nothing sent) after nothing uncertain: the effect is absent.
-      await rt.store.effectMarkAbsent({ lease: rt.lease, name });
+      await rt.journal.mark({ lease: rt.lease, name, state: 'absent' });
     }
     // Anything else leaves the row pending: the next attempt recovers under the same key.
     throw error;
@@ -236,7 +257,13 @@ async function commit(
   result: unknown,
   reference: string | null,
 ): Promise<void> {
-  const ok = await rt.store.effectMarkCommitted({ lease: rt.lease, name, result: result ?? null, reference });
+  const ok = await rt.journal.mark({
+    lease: rt.lease,
+    name,
+    state: 'committed',
+    result: result ?? null,
+    reference,
+  });
   rt.checkAlive();
   // The provider holds the effect but this worker no longer owns the operation: the owner will
   // find the row pending and recover it under the same key.

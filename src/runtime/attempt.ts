@@ -26,6 +26,7 @@ import {
   UnknownKind,
 } from '../core/errors/index.js';
 import type { EffectKeyFn } from '../effects/effect-key.js';
+import type { Journal } from '../effects/run-effect.js';
 import type { SluiceEvents } from '../observability/events.js';
 import type { Heartbeat } from '../queue/heartbeat.js';
 import { type AttemptEnd, classifyFailure } from '../retry/classify.js';
@@ -57,6 +58,8 @@ export interface AttemptEnv {
   /** Bytes currently held in temporary folders, by attempt: read by metrics. */
   tempBytes: Map<string, number>;
   events: SluiceEvents;
+  /** The effect journal's writes, group-committed across this worker's attempts. */
+  journal: Journal;
   providers: ProviderBudgets;
   retryBudget: (RetryBudgetConfig & { shard: number }) | false;
 }
@@ -289,6 +292,7 @@ async function execute(
       },
       effectRuntime: {
         store: env.store,
+        journal: env.journal,
         lease,
         signal: controller.signal,
         effectKey: (name) => env.effectKey(row.tenant, row.id, name),

@@ -19,12 +19,21 @@ import type { ProviderBudgets } from '../admission/budgets.js';
 import type { RetryBudgetConfig } from '../admission/retry-budget.js';
 import { isStoreError, WorkerShutdown } from '../core/errors/index.js';
 import type { EffectKeyFn } from '../effects/effect-key.js';
+import { batchedJournal } from '../effects/journal.js';
+import type { Journal } from '../effects/run-effect.js';
 import type { SluiceEvents } from '../observability/events.js';
 import { Heartbeat } from '../queue/heartbeat.js';
 import { PeriodicTask, purgeAll, type RetentionPolicy, rescueAll } from '../queue/maintenance.js';
 import type { Wakeup } from '../queue/wakeup.js';
 import type { Store } from '../store/store.js';
-import type { FinishParams, OperationRow } from '../store/types.js';
+import type {
+  EffectBeginParams,
+  EffectBeginResult,
+  EffectMarkParams,
+  FinishParams,
+  OperationRow,
+  Settled,
+} from '../store/types.js';
 import { type AttemptReport, runAttempt } from './attempt.js';
 import { Batcher } from './batcher.js';
 import type { Kind } from './kinds.js';
@@ -33,7 +42,12 @@ import { TempDirs } from './temp-dirs.js';
 export interface WorkerOptions {
   /** Slots per class in this process. Classes not listed get `defaultSlots`. */
   slots?: Record<string, number>;
-  /** Slots for a class of a defined kind that `slots` does not list. Default 4. */
+  /**
+   * Slots for a class of a defined kind that `slots` does not list. Default 32: handlers mostly
+   * wait on the network, and the store's writes are group-committed across attempts in flight,
+   * so more in flight means fewer commits per operation (docs/benchmarks.md). Lower it for
+   * classes whose handlers are CPU- or subprocess-heavy.
+   */
   defaultSlots?: number;
   /** Visibility timeout: a claim not heartbeated for this long is redelivered. Default 30 s. */
   leaseMs?: number;
@@ -91,6 +105,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly inflight = new Set<Promise<void>>();
   private readonly heartbeat: Heartbeat;
   private readonly finisher: Batcher<FinishParams, boolean>;
+  private readonly begins: Batcher<EffectBeginParams, Settled<EffectBeginResult>>;
+  private readonly marks: Batcher<EffectMarkParams, boolean>;
+  private readonly journal: Journal;
   private readonly tasks: PeriodicTask[] = [];
   private readonly loops: Promise<void>[] = [];
   private readonly leaseMs: number;
@@ -109,7 +126,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.leaseMs = options.leaseMs ?? 30_000;
     this.pollIntervalMs = options.pollIntervalMs ?? 500;
     this.slots = new Map();
-    for (const kind of env.kinds.values()) this.slots.set(kind.class, options.defaultSlots ?? 4);
+    for (const kind of env.kinds.values()) this.slots.set(kind.class, options.defaultSlots ?? 32);
     for (const [cls, n] of Object.entries(options.slots ?? {})) this.slots.set(cls, n);
     this.heartbeat = new Heartbeat(
       env.store,
@@ -117,6 +134,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
       options.heartbeatMs ?? Math.min(this.leaseMs / 3, 5000),
     );
     this.finisher = new Batcher((items) => env.store.attemptFinishMany(items));
+    this.begins = new Batcher((items) => env.store.effectBeginMany(items));
+    this.marks = new Batcher((items) => env.store.effectMarkMany(items));
+    this.journal = batchedJournal(env.store, this.begins, this.marks);
     this.tempDirs = new TempDirs(options.tempRoot ?? join(tmpdir(), 'sluice'));
   }
 
@@ -216,7 +236,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }
     for (const controller of this.controllers.values()) controller.abort(new WorkerShutdown());
     await Promise.allSettled([...this.inflight]);
-    await this.finisher.idle();
+    await Promise.all([this.finisher.idle(), this.begins.idle(), this.marks.idle()]);
     await this.heartbeat.stop();
     await Promise.all(this.tasks.map((t) => t.stop()));
     await (await this.unsubscribe)?.();
@@ -294,6 +314,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         tempCheckMs: this.options.tempCheckMs ?? 250,
         tempBytes: this.tempBytesByAttempt,
         events: this.env.events,
+        journal: this.journal,
         providers: this.env.providers,
         retryBudget: this.env.retryBudget ? { ...this.env.retryBudget, shard: this.shard } : false,
       },

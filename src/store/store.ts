@@ -25,6 +25,7 @@ import type {
   ClaimResult,
   EffectBeginParams,
   EffectBeginResult,
+  EffectMarkParams,
   EffectRow,
   EventRow,
   FinishParams,
@@ -39,6 +40,7 @@ import type {
   RescueParams,
   RetryBudgetParams,
   RetryBudgetStats,
+  Settled,
   SubmitOutcome,
   SubmitParams,
 } from './types.js';
@@ -108,6 +110,13 @@ export interface Store {
     reference: string | null;
   }): Promise<boolean>;
   effectMarkFailed(params: { lease: LeaseRef; name: string; error: ErrorRecord }): Promise<boolean>;
+  /**
+   * `effectBegin` for several attempts in one transaction (group commit). Each item is applied
+   * under its own rules and answered alone: a refusal writes nothing for it and touches no other.
+   */
+  effectBeginMany(items: EffectBeginParams[]): Promise<Array<Settled<EffectBeginResult>>>;
+  /** The marks (absent, committed, failed) for several attempts in one transaction. */
+  effectMarkMany(items: EffectMarkParams[]): Promise<boolean[]>;
 
   operationCancel(params: {
     tenant: string;

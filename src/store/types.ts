@@ -301,3 +301,13 @@ export interface QueueStat {
   waiting: number;
   running: number;
 }
+
+/** How an effect's uncertainty ends (see EffectState). */
+export type EffectMarkParams = { lease: LeaseRef; name: string } & (
+  | { state: 'absent' }
+  | { state: 'committed'; result: unknown; reference: string | null }
+  | { state: 'failed'; error: ErrorRecord }
+);
+
+/** One item's answer in a batch: its value, or the error it alone was refused with. */
+export type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };

@@ -85,6 +85,7 @@ describe('migrations', () => {
       expect(rows).toEqual([
         { version: 1, name: 'init' },
         { version: 2, name: 'admission' },
+        { version: 3, name: 'journal_batch' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace

@@ -21,7 +21,15 @@ import {
   LeaseLost,
   OperationLimitExceeded,
 } from '../../core/errors/index.js';
-import type { BudgetCharge, EffectBeginParams, EffectBeginResult, EffectRow, LeaseRef } from '../types.js';
+import type {
+  BudgetCharge,
+  EffectBeginParams,
+  EffectBeginResult,
+  EffectMarkParams,
+  EffectRow,
+  LeaseRef,
+  Settled,
+} from '../types.js';
 import { chargeArrays } from './budgets.js';
 import type { PgContext } from './connection.js';
 import { jsonText, num, type PgRow, toEffectRow } from './rows.js';
@@ -35,22 +43,28 @@ interface Refusable extends PgRow {
   calls: string | null;
 }
 
-/** Turns a refusal status into its error; returns for the statuses that carry a row. */
-function throwIfRefused(r: Refusable | undefined, lease: LeaseRef, maxCalls: number | undefined): asserts r {
+/** The error a refusal status stands for, or undefined for the statuses that carry a row. */
+function refusal(r: Refusable | undefined, lease: LeaseRef, maxCalls: number | undefined): Error | undefined {
   switch (r?.status) {
     case undefined:
     case 'lease-lost':
-      throw new LeaseLost(lease.id);
+      return new LeaseLost(lease.id);
     case 'cancel-requested':
-      throw new CancelRequested(lease.id);
+      return new CancelRequested(lease.id);
     case 'call-limit':
-      throw new OperationLimitExceeded(
+      return new OperationLimitExceeded(
         'provider-calls',
         `operation ${lease.id} has made ${num(r.calls)} provider requests; its limit is ${maxCalls}`,
       );
     case 'budget-exhausted':
-      throw new BudgetExhausted(r.refused_by!, num(r.retry_after)!);
+      return new BudgetExhausted(r.refused_by!, num(r.retry_after)!);
   }
+  return undefined;
+}
+
+function throwIfRefused(r: Refusable | undefined, lease: LeaseRef, maxCalls: number | undefined): asserts r {
+  const error = refusal(r, lease, maxCalls);
+  if (error) throw error;
 }
 
 const BEGIN = `SELECT r.status, r.clock, r.refused_by, r.retry_after, r.calls, (r.eff).*
@@ -128,4 +142,62 @@ export async function effectMark(
     outcome.state === 'failed' ? jsonText(outcome.error) : null,
   ]);
   return row?.ok === true;
+}
+
+const BEGIN_MANY = `SELECT r.ord, r.status, r.clock, r.refused_by, r.retry_after, r.calls, (r.eff).*
+  FROM {s}.effect_begin_many($1::bigint, $2::jsonb) r ORDER BY r.ord`;
+
+/** Several attempts' begins in one round trip and one commit; each answered alone. */
+export async function effectBeginMany(
+  ctx: PgContext,
+  items: EffectBeginParams[],
+): Promise<Array<Settled<EffectBeginResult>>> {
+  if (items.length === 0) return [];
+  const payload = items.map((p) => {
+    const [bKey, bLimit, bWindow, bCost, bSpend] = chargeArrays(p);
+    return {
+      tenant: p.lease.tenant,
+      id: p.lease.id,
+      epoch: p.lease.epoch,
+      name: p.name,
+      key: p.key,
+      provider: p.provider ?? null,
+      cost: p.cost === undefined || p.cost === null ? null : Math.round(p.cost),
+      bKey,
+      bLimit,
+      bWindow,
+      bCost,
+      bSpend,
+      maxCalls: p.maxCalls ?? null,
+    };
+  });
+  const rows = await ctx.query<Refusable & { ord: number }>(BEGIN_MANY, [ctx.now(), JSON.stringify(payload)]);
+  return items.map((p, i): Settled<EffectBeginResult> => {
+    const r = rows.find((row) => Number(row.ord) === i + 1);
+    const error = refusal(r, p.lease, p.maxCalls);
+    if (error) return { ok: false, error };
+    return {
+      ok: true,
+      value: { row: toEffectRow(r!), created: r!.status === 'created', now: num(r!.clock)! },
+    };
+  });
+}
+
+const MARK_MANY = `SELECT r.ord, r.ok FROM {s}.effect_mark_many($1::bigint, $2::jsonb) r ORDER BY r.ord`;
+
+/** Several attempts' marks in one round trip and one commit. */
+export async function effectMarkMany(ctx: PgContext, items: EffectMarkParams[]): Promise<boolean[]> {
+  if (items.length === 0) return [];
+  const payload = items.map((p) => ({
+    tenant: p.lease.tenant,
+    id: p.lease.id,
+    epoch: p.lease.epoch,
+    name: p.name,
+    state: p.state,
+    result: p.state === 'committed' ? jsonText(p.result) : null,
+    reference: p.state === 'committed' ? p.reference : null,
+    error: p.state === 'failed' ? jsonText(p.error) : null,
+  }));
+  const rows = await ctx.query<{ ord: number; ok: boolean }>(MARK_MANY, [ctx.now(), JSON.stringify(payload)]);
+  return items.map((_p, i) => rows.find((row) => Number(row.ord) === i + 1)?.ok === true);
 }

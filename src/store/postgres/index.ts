@@ -19,7 +19,7 @@ import type { ListParams, QueueStat, SubmitOutcome, SubmitParams } from '../type
 import { budgetUsage } from './budgets.js';
 import { claimMany } from './claim.js';
 import { openPostgres, type PgContext, type PostgresOptions } from './connection.js';
-import { effectBegin, effectMark, effectRecordSend } from './effects.js';
+import { effectBegin, effectBeginMany, effectMark, effectMarkMany, effectRecordSend } from './effects.js';
 import { extendMany, finishMany } from './finish.js';
 import { purge, rescue } from './maintenance.js';
 import { migratePostgres } from './migrate.js';
@@ -149,6 +149,8 @@ export function postgresStore(options: PostgresOptions): PostgresStore {
     effectMarkCommitted: ({ lease, name, result, reference }) =>
       effectMark(ctx, lease, name, { state: 'committed', result, reference }),
     effectMarkAbsent: ({ lease, name }) => effectMark(ctx, lease, name, { state: 'absent' }),
+    effectBeginMany: (items) => effectBeginMany(ctx, items),
+    effectMarkMany: (items) => effectMarkMany(ctx, items),
     effectMarkFailed: ({ lease, name, error }) => effectMark(ctx, lease, name, { state: 'failed', error }),
     operationCancel: ({ tenant, id, by }) => cancel(ctx, tenant, id, by),
     operationRedrive: ({ tenant, id, by, reason }) => redrive(ctx, tenant, id, by, reason),

@@ -10,9 +10,18 @@ import {
   CancelRequested,
   type ErrorRecord,
   InvalidStateTransition,
+  isSluiceError,
   LeaseLost,
 } from '../../core/errors/index.js';
-import type { BudgetCharge, EffectBeginParams, EffectBeginResult, EffectRow, LeaseRef } from '../types.js';
+import type {
+  BudgetCharge,
+  EffectBeginParams,
+  EffectBeginResult,
+  EffectMarkParams,
+  EffectRow,
+  LeaseRef,
+  Settled,
+} from '../types.js';
 import { checkMaxCalls, drawBudgets, settleReservations } from './budgets.js';
 import type { SqliteContext } from './connection.js';
 import { jsonText, type RawEffect, toEffectRow } from './rows.js';
@@ -33,7 +42,31 @@ function getEffect(ctx: SqliteContext, lease: LeaseRef, name: string): EffectRow
 }
 
 export function effectBegin(ctx: SqliteContext, p: EffectBeginParams): EffectBeginResult {
-  return ctx.write((now) => {
+  return ctx.write((now) => beginOne(ctx, p, now));
+}
+
+/**
+ * Several attempts' begins in one transaction (one fsync). Each item runs in its own savepoint:
+ * a refusal (it throws before or after writing) is rolled back alone and answered alone.
+ */
+export function effectBeginMany(
+  ctx: SqliteContext,
+  items: EffectBeginParams[],
+): Array<Settled<EffectBeginResult>> {
+  return ctx.write((now) =>
+    items.map((p): Settled<EffectBeginResult> => {
+      try {
+        return { ok: true, value: ctx.db.transaction(() => beginOne(ctx, p, now))() };
+      } catch (error) {
+        if (!isSluiceError(error)) throw error;
+        return { ok: false, error };
+      }
+    }),
+  );
+}
+
+function beginOne(ctx: SqliteContext, p: EffectBeginParams, now: number): EffectBeginResult {
+  {
     const { lease } = p;
     const marked = ctx
       .stmt(
@@ -71,7 +104,7 @@ export function effectBegin(ctx: SqliteContext, p: EffectBeginParams): EffectBeg
         reservations.length ? JSON.stringify(reservations) : null,
       ) as RawEffect;
     return { row: toEffectRow(raw), created: true, now };
-  });
+  }
 }
 
 export function effectRecordSend(
@@ -117,21 +150,7 @@ export function effectRecordSend(
 }
 
 export function effectMarkAbsent(ctx: SqliteContext, lease: LeaseRef, name: string): boolean {
-  return ctx.write(() => {
-    if (!fence(ctx, lease)) return false;
-    const row = ctx
-      .stmt(
-        `UPDATE effects SET state = 'absent', epoch = ? WHERE tenant = ? AND op_id = ? AND name = ? AND state = 'pending'
-         RETURNING reservations`,
-      )
-      .get(lease.epoch, lease.tenant, lease.id, name) as { reservations: string | null } | undefined;
-    if (!row) return false;
-    settleReservations(ctx, row.reservations, 'release');
-    ctx
-      .stmt('UPDATE effects SET reservations = NULL WHERE tenant = ? AND op_id = ? AND name = ?')
-      .run(lease.tenant, lease.id, name);
-    return true;
-  });
+  return ctx.write((now) => markOne(ctx, { lease, name, state: 'absent' }, now));
 }
 
 export function effectMark(
@@ -142,31 +161,50 @@ export function effectMark(
     | { state: 'committed'; result: unknown; reference: string | null }
     | { state: 'failed'; error: ErrorRecord },
 ): boolean {
-  return ctx.write((now) => {
-    if (!fence(ctx, lease)) return false;
-    const before = getEffect(ctx, lease, name);
-    if (!before || (before.state !== 'pending' && before.state !== 'absent')) return false;
-    const held = ctx
-      .stmt('SELECT reservations FROM effects WHERE tenant = ? AND op_id = ? AND name = ?')
-      .get(lease.tenant, lease.id, name) as { reservations: string | null };
-    settleReservations(ctx, held.reservations, outcome.state === 'committed' ? 'commit' : 'release');
-    const info = ctx
-      .stmt(
-        `UPDATE effects SET state = ?, result = ?, reference = ?, error = ?, committed_at = ?, epoch = ?,
-           reservations = NULL
-         WHERE tenant = ? AND op_id = ? AND name = ? AND state IN ('pending', 'absent')`,
-      )
-      .run(
-        outcome.state,
-        outcome.state === 'committed' ? jsonText(outcome.result) : null,
-        outcome.state === 'committed' ? outcome.reference : null,
-        outcome.state === 'failed' ? jsonText(outcome.error) : null,
-        outcome.state === 'committed' ? now : null,
-        lease.epoch,
-        lease.tenant,
-        lease.id,
-        name,
-      );
-    return info.changes === 1;
-  });
+  return ctx.write((now) => markOne(ctx, { lease, name, ...outcome }, now));
+}
+
+/** Several attempts' marks in one transaction (one fsync). */
+export function effectMarkMany(ctx: SqliteContext, items: EffectMarkParams[]): boolean[] {
+  return ctx.write((now) => items.map((p) => markOne(ctx, p, now)));
+}
+
+/**
+ * The end of an effect's uncertainty, fenced by the lease: `absent` (from `pending`), or
+ * `committed` / `failed` (from `pending` or `absent`). Settles its spend reservations: committed
+ * → committed; absent, failed → released.
+ */
+function markOne(ctx: SqliteContext, p: EffectMarkParams, now: number): boolean {
+  const { lease, name } = p;
+  if (!fence(ctx, lease)) return false;
+  const before = ctx
+    .stmt('SELECT state, reservations FROM effects WHERE tenant = ? AND op_id = ? AND name = ?')
+    .get(lease.tenant, lease.id, name) as { state: string; reservations: string | null } | undefined;
+  if (!before) return false;
+  if (
+    p.state === 'absent'
+      ? before.state !== 'pending'
+      : before.state !== 'pending' && before.state !== 'absent'
+  ) {
+    return false;
+  }
+  settleReservations(ctx, before.reservations, p.state === 'committed' ? 'commit' : 'release');
+  ctx
+    .stmt(
+      `UPDATE effects SET state = ?, result = ?, reference = ?, error = ?, committed_at = ?, epoch = ?,
+         reservations = NULL
+       WHERE tenant = ? AND op_id = ? AND name = ?`,
+    )
+    .run(
+      p.state,
+      p.state === 'committed' ? jsonText(p.result) : null,
+      p.state === 'committed' ? p.reference : null,
+      p.state === 'failed' ? jsonText(p.error) : null,
+      p.state === 'committed' ? now : null,
+      lease.epoch,
+      lease.tenant,
+      lease.id,
+      name,
+    );
+  return true;
 }

@@ -13,7 +13,14 @@ import type { ListParams, QueueStat } from '../types.js';
 import { budgetUsage } from './budgets.js';
 import { claimMany } from './claim.js';
 import { borrowSqlite, openSqlite, type SqliteContext, type SqliteOptions } from './connection.js';
-import { effectBegin, effectMark, effectMarkAbsent, effectRecordSend } from './effects.js';
+import {
+  effectBegin,
+  effectBeginMany,
+  effectMark,
+  effectMarkAbsent,
+  effectMarkMany,
+  effectRecordSend,
+} from './effects.js';
 import { extendMany, finishMany } from './finish.js';
 import { purge, rescue } from './maintenance.js';
 import { migrateSqlite } from './migrate.js';
@@ -148,6 +155,8 @@ export function sqliteStore(options: SqliteOptions): SqliteStore {
     effectMarkCommitted: ({ lease, name, result, reference }) =>
       resolve(() => effectMark(ctx, lease, name, { state: 'committed', result, reference })),
     effectMarkAbsent: ({ lease, name }) => resolve(() => effectMarkAbsent(ctx, lease, name)),
+    effectBeginMany: (items) => resolve(() => effectBeginMany(ctx, items)),
+    effectMarkMany: (items) => resolve(() => effectMarkMany(ctx, items)),
     effectMarkFailed: ({ lease, name, error }) =>
       resolve(() => effectMark(ctx, lease, name, { state: 'failed', error })),
     operationCancel: ({ tenant, id, by }) => resolve(() => cancel(ctx, tenant, id, by)),

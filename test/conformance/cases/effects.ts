@@ -7,7 +7,16 @@
  * once it happened a cancel is `too_late`.
  */
 import { expect } from 'vitest';
-import { BOOM, claimOne, getRow, leaseOf, rejectionCode, submitCreated } from '../fixtures.js';
+import {
+  BOOM,
+  claim,
+  claimOne,
+  getRow,
+  leaseOf,
+  rejectionCode,
+  submitCreated,
+  submitParams,
+} from '../fixtures.js';
 import type { CaseRegistry } from '../store-suite.js';
 
 const ref = { tenant: 'North', id: 'op-1' };
@@ -166,6 +175,60 @@ export function effectCases(t: CaseRegistry): void {
       await store.effectMarkCommitted({ lease, name: 'charge', result: 1, reference: null });
       const refused = await store.effectRecordSend({ lease, name: 'charge' }).catch((e) => e);
       expect(refused.code).toBe('operation-state-invalid');
+    });
+
+    g.test('begins in a batch: each item answered alone, a refusal writes nothing for it', async (fx) => {
+      const { store } = fx;
+      await store.operationSubmitMany(['a', 'b', 'c', 'd'].map((id) => submitParams({ id })));
+      const [a, b, c, d] = await claim(store, { limit: 4 });
+      expect((await store.operationCancel({ tenant: 'North', id: 'c' }))?.outcome).toBe('requested');
+      const stale = { ...leaseOf(b!), epoch: b!.epoch + 1 };
+      const spendOver = [{ key: 'spend:p:*', limit: 10, windowMs: 60_000, cost: 11 }];
+      const out = await store.effectBeginMany([
+        { lease: leaseOf(a!), name: 'charge', key: 'k-a' },
+        { lease: stale, name: 'charge', key: 'k-b' },
+        { lease: leaseOf(c!), name: 'charge', key: 'k-c' },
+        { lease: leaseOf(d!), name: 'charge', key: 'k-d', spend: spendOver },
+        { lease: leaseOf(a!), name: 'charge', key: 'k-a' },
+      ]);
+      expect(
+        out.map((o) =>
+          o.ok ? (o.value.created ? 'created' : 'existing') : (o.error as { code: string }).code,
+        ),
+      ).toEqual(['created', 'lease-lost', 'cancel-requested', 'budget-exhausted', 'existing']);
+      for (const id of ['b', 'c', 'd']) {
+        expect(await store.effectList({ tenant: 'North', id })).toEqual([]);
+        expect((await getRow(store, { tenant: 'North', id })).effectStartedAt).toBeNull();
+      }
+      expect((await store.effectList({ tenant: 'North', id: 'a' })).map((e) => [e.state, e.key])).toEqual([
+        ['pending', 'k-a'],
+      ]);
+      expect(await store.budgetUsage({ prefix: 'spend:', since: 0 })).toEqual([]);
+    });
+
+    g.test('marks in a batch: committed, absent and failed, fenced item by item', async (fx) => {
+      const { store } = fx;
+      await store.operationSubmitMany(['a', 'b', 'c'].map((id) => submitParams({ id })));
+      const rows = await claim(store, { limit: 3 });
+      for (const row of rows) await store.effectBegin({ lease: leaseOf(row), name: 'charge', key: row.id });
+      const [a, b, c] = rows;
+      const out = await store.effectMarkMany([
+        { lease: leaseOf(a!), name: 'charge', state: 'committed', result: { id: 'ch_1' }, reference: 'ch_1' },
+        { lease: leaseOf(b!), name: 'charge', state: 'absent' },
+        { lease: { ...leaseOf(c!), epoch: c!.epoch + 1 }, name: 'charge', state: 'failed', error: BOOM },
+        { lease: leaseOf(a!), name: 'charge', state: 'failed', error: BOOM },
+      ]);
+      expect(out).toEqual([true, true, false, false]);
+      const state = async (id: string) => (await store.effectList({ tenant: 'North', id }))[0]?.state;
+      expect([await state('a'), await state('b'), await state('c')]).toEqual([
+        'committed',
+        'absent',
+        'pending',
+      ]);
+      expect((await store.effectList({ tenant: 'North', id: 'a' }))[0]).toMatchObject({
+        result: { id: 'ch_1' },
+        reference: 'ch_1',
+      });
     });
 
     g.test('effects are journaled per name', async (fx) => {

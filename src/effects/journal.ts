@@ -1,0 +1,32 @@
+/**
+ * @module effects/journal
+ * Group commit for the effect journal. Every effect costs two durable writes (`pending` before
+ * the call, `committed` after it); written one by one they cost one commit — one fsync — each,
+ * and a worker's throughput becomes its slots divided by the commit latency. Here the concurrent
+ * attempts of a worker share them: the begins (and the marks) that arrive while a batch is being
+ * written go together into the next one, each answered alone (store.effectBeginMany).
+ *
+ * Effects that draw on budgets are written one by one: a batch would lock several budget rows in
+ * the order of its items, and two processes' batches in different orders could deadlock.
+ */
+import type { Batcher } from '../runtime/batcher.js';
+import type { Store } from '../store/store.js';
+import type { EffectBeginParams, EffectBeginResult, EffectMarkParams, Settled } from '../store/types.js';
+import type { Journal } from './run-effect.js';
+
+export function batchedJournal(
+  store: Store,
+  begins: Batcher<EffectBeginParams, Settled<EffectBeginResult>>,
+  marks: Batcher<EffectMarkParams, boolean>,
+): Journal {
+  return {
+    async begin(params) {
+      if ((params.spend?.length ?? 0) > 0 || (params.rates?.length ?? 0) > 0)
+        return store.effectBegin(params);
+      const settled = await begins.add(params);
+      if (!settled.ok) throw settled.error;
+      return settled.value;
+    },
+    mark: (params) => marks.add(params),
+  };
+}
