@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { isSluiceError } from '../core/errors/index.js';
 import { demoCommand } from './commands/demo.js';
+import { drillCommand } from './commands/drill.js';
 import { keysCommand } from './commands/keys.js';
 import { migrateCommand } from './commands/migrate.js';
 import { opsCommand } from './commands/ops.js';
@@ -27,6 +28,7 @@ opsCommand(program);
 tenantsCommand(program);
 keysCommand(program);
 demoCommand(program);
+drillCommand(program);
 
 program.parseAsync(process.argv).catch((error: unknown) => {
   console.error(isSluiceError(error) ? `${error.code}: ${error.message}` : error);

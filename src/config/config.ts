@@ -31,6 +31,7 @@ import type { ProviderBudgets } from '../admission/budgets.js';
 import type { AdmissionConfig } from '../admission/limits.js';
 import type { RetryBudgetConfig } from '../admission/retry-budget.js';
 import { InvalidArgument } from '../core/errors/index.js';
+import type { EffectKeyFn } from '../effects/effect-key.js';
 import type { RetentionPolicy } from '../queue/maintenance.js';
 import type { KindDefinition } from '../runtime/kinds.js';
 import type { WorkerOptions } from '../runtime/worker.js';
@@ -57,6 +58,12 @@ export interface SluiceConfig {
   retryBudget?: Partial<RetryBudgetConfig> | false;
   retention?: Partial<RetentionPolicy>;
   maxLeaseExpiries?: number;
+  /**
+   * Do not use outside tests. Replaces the provider idempotency key derivation (the engine's
+   * `effectKey` option): a key must be stable forever for an effect, and the default is. The
+   * drill uses it to prove that a broken key function is caught or contained.
+   */
+  effectKey?: EffectKeyFn;
   worker?: WorkerOptions;
   /** How long a stopping process lets running attempts finish before releasing them. Default 10 s. */
   shutdownGraceMs?: number;

@@ -15,6 +15,8 @@ export interface DrillSettings {
   durationMs: number;
   scenario: 'all' | 'crash' | 'pressure';
   startedAt: string;
+  /** Set when the run used a deliberately broken configuration (test-only, `SLUICE_DRILL_BREAK`). */
+  break?: string;
   /** Caps and objectives the invariants were checked against. */
   limits: {
     maxRunning: Record<string, Record<string, number>>; // class → tenant → cap

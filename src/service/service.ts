@@ -57,6 +57,7 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
     retryBudget: config.retryBudget,
     retention: config.retention,
     maxLeaseExpiries: config.maxLeaseExpiries,
+    effectKey: config.effectKey,
   });
   if ((config.migrate ?? 'auto') === 'auto') await sluice.migrate();
   for (const [name, kind] of Object.entries(config.kinds ?? {})) sluice.define(name, kind);
