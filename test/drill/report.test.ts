@@ -5,8 +5,6 @@
  * non-finite values) that must not throw or print NaN, and, where Debian's Chromium is installed,
  * rendered in the real browser (screenshot, non-zero SVG boxes, no request leaving the page).
  *
- * `WRITE_REPORT_EXAMPLE=1 npx vitest run test/drill/report.test.ts` also renders a passing
- * synthetic run into docs/drill-report-example/ (a placeholder until a real report replaces it).
  */
 import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
@@ -800,15 +798,3 @@ describe.skipIf(!hasChromium)(`report.html in Chromium (skipped when ${CHROMIUM}
 
 // ---------------------------------------------------------------------------------------------
 // The placeholder example for the docs, only on request.
-
-describe.runIf(process.env.WRITE_REPORT_EXAMPLE === '1')(
-  'docs/drill-report-example (WRITE_REPORT_EXAMPLE=1)',
-  () => {
-    it('renders a passing synthetic run into docs/drill-report-example/', async () => {
-      const out = resolve('docs/drill-report-example');
-      await rm(out, { recursive: true, force: true });
-      const paths = await writeReport(syntheticResult({ failCharge: false }), out);
-      expect(existsSync(paths.markdown)).toBe(true);
-    });
-  },
-);
