@@ -17,7 +17,10 @@ export interface RetryBudgetConfig {
   windowMs: number;
   /** Granularity of the window's buckets. */
   bucketMs: number;
-  /** How long a denied retry waits before asking again: a random delay up to this. */
+  /**
+   * How long a denied retry waits before asking again: a random delay up to this, doubling with
+   * each further denial of the same retry, up to `windowMs`.
+   */
   deferMaxMs: number;
 }
 

@@ -92,11 +92,16 @@ function deferRetry(
   deadlineInMs: number | null,
 ): Extract<AttemptEnd, { outcome: 'deferred' | 'failed' }> {
   const budget = env.retryBudget as RetryBudgetConfig;
-  const delayMs = Math.floor(env.random() * budget.deferMaxMs);
+  const earlier =
+    cause?.code === RETRY_DENIED ? (cause.details as { lastError?: unknown; denials?: number }) : null;
+  // Full jitter on a ceiling that doubles with each denial of this retry, up to the budget's
+  // window: a long outage must not turn every waiting retry into a query every few seconds.
+  const denials = (earlier?.denials ?? 0) + 1;
+  const ceiling = Math.min(budget.windowMs, budget.deferMaxMs * 2 ** Math.min(denials - 1, 30));
+  const delayMs = Math.floor(env.random() * ceiling);
   if (deadlineInMs !== null && delayMs >= deadlineInMs)
     return { outcome: 'failed', error: endAtDeadline(false).error! };
-  const lastError =
-    cause?.code === RETRY_DENIED ? (cause.details as { lastError?: unknown })?.lastError : cause;
+  const lastError = earlier ? earlier.lastError : cause;
   return {
     outcome: 'deferred',
     delayMs,
@@ -104,7 +109,7 @@ function deferRetry(
       code: RETRY_DENIED,
       message: 'the service-wide retry budget is spent; the retry is deferred',
       outcome: 'retryable',
-      details: { lastError: lastError ?? null },
+      details: { lastError: lastError ?? null, denials },
     },
   };
 }

@@ -145,6 +145,40 @@ describe('the service-wide retry budget', () => {
   });
 });
 
+describe('a retry denied again and again', () => {
+  let h: Harness;
+  afterEach(async () => h?.close());
+
+  it('waits on a ceiling that doubles with each denial, up to the window', async () => {
+    const clock = new FakeClock();
+    h = await harness({
+      clock,
+      sluice: {
+        random: () => 0.999,
+        retryBudget: { ratio: 0, floor: 0, windowMs: 600_000, deferMaxMs: 1000 },
+      },
+    });
+    const provider = new ProviderStub({ clock });
+    provider.failNext(1_000_000, 'unavailable');
+    defineCharge(h.sluice, provider);
+    h.worker().start();
+    await h.sluice.submit({ tenant: 'North', id: 'r1', kind: 'charge', input: { amount_cents: 1 } });
+    const delays: number[] = [];
+    for (let denial = 1; denial <= 4; denial++) {
+      const op = await h.sluice.wait(
+        { tenant: 'North', id: 'r1' },
+        { until: (o) => (o.error?.details as { denials?: number } | undefined)?.denials === denial },
+      );
+      expect(op.error?.code).toBe('retry-budget-exhausted');
+      delays.push(Date.parse(op.runAfter) - clock.now());
+      clock.set(Date.parse(op.runAfter));
+    }
+    // 0.999 of 1 s, 2 s, 4 s, 8 s: never a query every few seconds for ever.
+    expect(delays).toEqual([999, 1998, 3996, 7992]);
+    expect(provider.calls).toBe(1);
+  });
+});
+
 describe('the per-operation cap on provider requests', () => {
   let h: Harness;
   afterEach(async () => h?.close());
