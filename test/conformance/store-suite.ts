@@ -20,6 +20,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { admissionCases } from './cases/admission.js';
+import { batchCases } from './cases/batches.js';
 import { effectCases } from './cases/effects.js';
 import { finishCases } from './cases/finish.js';
 import { identityCases } from './cases/identity.js';
@@ -90,6 +91,7 @@ export function describeStoreConformance(
     operatorCases(root);
     schedulingCases(root);
     admissionCases(root);
+    batchCases(root);
 
     it('every skip names a case of the suite and gives a reason', () => {
       for (const skip of skips) {

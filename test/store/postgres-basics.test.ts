@@ -86,6 +86,7 @@ describe('migrations', () => {
         { version: 1, name: 'init' },
         { version: 2, name: 'admission' },
         { version: 3, name: 'journal_batch' },
+        { version: 4, name: 'set_based' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace

@@ -18,12 +18,18 @@ import type { SubmitOutcome, SubmitParams } from '../types.js';
 import type { PgContext } from './connection.js';
 import { ms, type PgRow, toOperationRow } from './rows.js';
 
-const SQL = `SELECT r.status, r.digest_matches, r.reason, r.counted_waiting, r.counted_running, (r.op).*
-  FROM {s}.submit_many($1, $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+// One item goes to the item-by-item version of the function directly: set-based statements pay
+// for their planning only over a batch (migration 4).
+const sql = (
+  fn: 'submit_many' | 'submit_many_each',
+) => `SELECT r.status, r.digest_matches, r.reason, r.counted_waiting, r.counted_running, (r.op).*
+  FROM {s}.${fn}($1, $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
                        $8::integer[], $9::bigint[], $10::bigint[], $11::boolean[], $12::float8[],
                        $13::integer[], $14::integer[], $15::integer[], $16)
        WITH ORDINALITY AS r(status, digest_matches, reason, counted_waiting, counted_running, op, ord)
  ORDER BY r.ord`;
+const SQL_BATCH = sql('submit_many');
+const SQL_ONE = sql('submit_many_each');
 
 export interface SubmitOptions {
   /** A connection inside an open transaction: the submit commits or rolls back with it. */
@@ -70,7 +76,7 @@ export async function submitMany(
       counted_waiting: number | null;
       counted_running: number | null;
     }
-  >(SQL, values);
+  >(items.length === 1 ? SQL_ONE : SQL_BATCH, values);
   return rows.map((r): SubmitOutcome => {
     switch (r.status) {
       case 'created':
