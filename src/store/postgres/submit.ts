@@ -18,18 +18,18 @@ import type { SubmitOutcome, SubmitParams } from '../types.js';
 import type { PgContext } from './connection.js';
 import { ms, type PgRow, toOperationRow } from './rows.js';
 
-// One item goes to the item-by-item version of the function directly: set-based statements pay
-// for their planning only over a batch (migration 4).
-const sql = (
-  fn: 'submit_many' | 'submit_many_each',
-) => `SELECT r.status, r.digest_matches, r.reason, r.counted_waiting, r.counted_running, (r.op).*
-  FROM {s}.${fn}($1, $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+const COLUMNS = 'r.status, r.digest_matches, r.reason, r.counted_waiting, r.counted_running, (r.op).*';
+const SQL_BATCH = `SELECT ${COLUMNS}
+  FROM {s}.submit_many($1, $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
                        $8::integer[], $9::bigint[], $10::bigint[], $11::boolean[], $12::float8[],
                        $13::integer[], $14::integer[], $15::integer[], $16)
        WITH ORDINALITY AS r(status, digest_matches, reason, counted_waiting, counted_running, op, ord)
  ORDER BY r.ord`;
-const SQL_BATCH = sql('submit_many');
-const SQL_ONE = sql('submit_many_each');
+// One item: the single-submit function, with scalar arguments and the fewest statements (a
+// set-based statement pays for its planning only over a batch).
+const SQL_ONE = `SELECT ${COLUMNS}
+  FROM {s}.submit_one($1, $2, $3, $4, $5, $6, $7, $8::integer, $9::bigint, $10::bigint, $11::boolean, $12::float8,
+                      $13::integer, $14::integer, $15::integer, $16) r`;
 
 export interface SubmitOptions {
   /** A connection inside an open transaction: the submit commits or rolls back with it. */
@@ -45,22 +45,25 @@ export async function submitMany(
   options: SubmitOptions = {},
 ): Promise<SubmitOutcome[]> {
   if (items.length === 0) return [];
+  const one = items.length === 1;
+  // Arrays of the items' fields for the batch function, the fields themselves for a single item.
+  const field = <T>(get: (i: SubmitParams) => T): T | T[] => (one ? get(items[0]!) : items.map(get));
   const values = [
     ctx.now(),
-    items.map((i) => i.tenant),
-    items.map((i) => i.id),
-    items.map((i) => i.kind),
-    items.map((i) => i.class),
-    items.map((i) => i.digest),
-    items.map((i) => i.inputJson),
-    items.map((i) => i.maxAttempts),
-    items.map((i) => ms(i.deadlineMs)),
-    items.map((i) => ms(i.delayMs ?? 0)),
-    items.map((i) => i.limits !== undefined),
-    items.map((i) => i.limits?.weight ?? 1),
-    items.map((i) => i.limits?.maxRunning ?? null),
-    items.map((i) => i.limits?.maxWaiting ?? null),
-    items.map((i) => i.limits?.maxQueued ?? null),
+    field((i) => i.tenant),
+    field((i) => i.id),
+    field((i) => i.kind),
+    field((i) => i.class),
+    field((i) => i.digest),
+    field((i) => i.inputJson),
+    field((i) => i.maxAttempts),
+    field((i) => ms(i.deadlineMs)),
+    field((i) => ms(i.delayMs ?? 0)),
+    field((i) => i.limits !== undefined),
+    field((i) => i.limits?.weight ?? 1),
+    field((i) => i.limits?.maxRunning ?? null),
+    field((i) => i.limits?.maxWaiting ?? null),
+    field((i) => i.limits?.maxQueued ?? null),
     ctx.notify,
   ];
   const client = options.client ?? (options.tx as pg.ClientBase | undefined);
@@ -76,7 +79,7 @@ export async function submitMany(
       counted_waiting: number | null;
       counted_running: number | null;
     }
-  >(items.length === 1 ? SQL_ONE : SQL_BATCH, values);
+  >(one ? SQL_ONE : SQL_BATCH, values);
   return rows.map((r): SubmitOutcome => {
     switch (r.status) {
       case 'created':

@@ -786,3 +786,115 @@ BEGIN
      ORDER BY u.n;
 END
 $$;
+
+-- One submit (a quiet service, a caller's transaction): version 2's rules for a batch of one, in
+-- the fewest statements, with scalar arguments and no nested function calls. The record and the
+-- tombstone are read first: a duplicate is answered without taking any lock. Otherwise the
+-- tenant's queue row is locked and read (created if missing), then the class row when the class
+-- is capped (the lock order of every batch), the caps checked, the operation inserted, and the
+-- counters moved (queue_enter's update, inline). A concurrent submit of the same id that commits
+-- first makes the INSERT do nothing: the item answers from that record and moves no counter.
+CREATE FUNCTION submit_one(p_now bigint, p_tenant text, p_id text, p_kind text, p_class text, p_digest text,
+                           p_input text, p_max_attempts integer, p_deadline_ms bigint, p_delay_ms bigint,
+                           p_set_limits boolean, p_weight double precision, p_max_running integer,
+                           p_max_waiting integer, p_max_queued integer, p_notify boolean)
+RETURNS TABLE (status text, digest_matches boolean, reason text, counted_waiting integer,
+               counted_running integer, op operations)
+LANGUAGE plpgsql SET search_path FROM CURRENT
+AS $$
+DECLARE
+  v_now bigint := now_ms(p_now);
+  v_run_after bigint := v_now + greatest(0, coalesce(p_delay_ms, 0));
+  v_waiting integer;
+  v_running integer;
+  v_class_waiting integer;
+  found_row record;
+  r operations;
+BEGIN
+  SELECT o AS op, t.digest AS tomb INTO found_row
+    FROM (SELECT 1) AS one
+    LEFT JOIN operations o ON o.tenant = p_tenant AND o.id = p_id
+    LEFT JOIN tombstones t ON t.tenant = p_tenant AND t.id = p_id;
+  IF (found_row.op).seq IS NOT NULL THEN
+    op := found_row.op;
+    status := CASE WHEN op.digest = p_digest THEN 'existing' ELSE 'conflict' END;
+    RETURN NEXT;
+    RETURN;
+  END IF;
+  IF found_row.tomb IS NOT NULL THEN
+    status := 'expired';
+    digest_matches := found_row.tomb = p_digest;
+    RETURN NEXT;
+    RETURN;
+  END IF;
+
+  FOR pass IN 1 .. 3 LOOP
+    SELECT q.waiting, q.running INTO v_waiting, v_running FROM queues q
+     WHERE q.class = p_class AND q.tenant = p_tenant FOR UPDATE;
+    EXIT WHEN FOUND;
+    INSERT INTO queues (class, tenant) VALUES (p_class, p_tenant) ON CONFLICT DO NOTHING;
+  END LOOP;
+  IF p_max_queued IS NOT NULL THEN
+    FOR pass IN 1 .. 3 LOOP
+      SELECT x.waiting INTO v_class_waiting FROM classes x WHERE x.class = p_class FOR UPDATE;
+      EXIT WHEN FOUND;
+      INSERT INTO classes (class) VALUES (p_class) ON CONFLICT DO NOTHING;
+    END LOOP;
+  END IF;
+  IF p_max_waiting IS NOT NULL AND v_waiting >= p_max_waiting THEN
+    status := 'rejected';
+    reason := 'tenant-queue-full';
+    counted_waiting := v_waiting;
+    counted_running := v_running;
+    RETURN NEXT;
+    RETURN;
+  END IF;
+  IF p_max_queued IS NOT NULL AND v_class_waiting >= p_max_queued THEN
+    status := 'rejected';
+    reason := 'class-queue-full';
+    counted_waiting := v_class_waiting;
+    counted_running := v_running;
+    RETURN NEXT;
+    RETURN;
+  END IF;
+
+  INSERT INTO operations (tenant, id, kind, class, digest, input, state, max_attempts, run_after,
+                          deadline_at, created_at, updated_at)
+  VALUES (p_tenant, p_id, p_kind, p_class, p_digest, p_input, 'queued',
+          p_max_attempts, v_run_after, v_now + p_deadline_ms, v_now, v_now)
+  ON CONFLICT (tenant, id) DO NOTHING
+  RETURNING * INTO r;
+  IF NOT FOUND THEN
+    SELECT * INTO r FROM operations o WHERE o.tenant = p_tenant AND o.id = p_id;
+    status := CASE WHEN r.digest = p_digest THEN 'existing' ELSE 'conflict' END;
+    op := r;
+    RETURN NEXT;
+    RETURN;
+  END IF;
+
+  UPDATE queues q SET
+      waiting = q.waiting + 1,
+      vtime = CASE WHEN q.ready_at IS NULL THEN greatest(q.vtime, coalesce(
+                (SELECT e.vtime FROM queues e WHERE e.class = p_class AND e.ready_at IS NOT NULL
+                   AND (e.max_running IS NULL OR e.running < e.max_running)
+                 ORDER BY e.vtime LIMIT 1), q.vtime))
+              ELSE q.vtime END,
+      ready_at = least(coalesce(q.ready_at, v_run_after), v_run_after),
+      weight = CASE WHEN p_set_limits THEN p_weight ELSE q.weight END,
+      max_running = CASE WHEN p_set_limits THEN p_max_running ELSE q.max_running END,
+      max_waiting = CASE WHEN p_set_limits THEN p_max_waiting ELSE q.max_waiting END
+   WHERE q.class = p_class AND q.tenant = p_tenant;
+  UPDATE classes x SET waiting = x.waiting + 1 WHERE x.class = p_class;
+  IF NOT FOUND THEN
+    INSERT INTO classes AS x (class, waiting) VALUES (p_class, 1)
+    ON CONFLICT (class) DO UPDATE SET waiting = x.waiting + excluded.waiting;
+  END IF;
+  -- Delivered when (and only if) the transaction commits: idle workers of the class wake up.
+  IF p_notify AND v_run_after <= v_now THEN
+    PERFORM pg_notify('sluice_' || current_schema(), p_class);
+  END IF;
+  status := 'created';
+  op := r;
+  RETURN NEXT;
+END
+$$;
