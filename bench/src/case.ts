@@ -8,6 +8,7 @@
  */
 import { processOps, submitOne } from './cases/engine-cases.js';
 import { limitPg, limitSqlite } from './cases/limits.js';
+import { peerShape } from './cases/peer-shapes.js';
 import type { CaseResult, CaseSpec } from './cases/types.js';
 
 const RUNNERS: Record<CaseSpec['scenario'], (spec: CaseSpec) => Promise<CaseResult>> = {
@@ -16,6 +17,11 @@ const RUNNERS: Record<CaseSpec['scenario'], (spec: CaseSpec) => Promise<CaseResu
   'submit-one': submitOne,
   'process-effect': processOps,
   'process-plain': processOps,
+  'enqueue-one': peerShape,
+  'enqueue-batch': peerShape,
+  'process-defaults': peerShape,
+  'process-tuned': peerShape,
+  latency: peerShape,
 };
 
 const spec = JSON.parse(process.argv[2] ?? '{}') as CaseSpec;

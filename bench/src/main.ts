@@ -19,6 +19,7 @@ import type { CaseResult, CaseSpec, ScenarioName } from './cases/types.js';
 import { type Options, parseArgs } from './lib/args.js';
 import type { StoreName } from './lib/engine.js';
 import { describeLoad, loadBetween, type MachineLoad, sample } from './lib/machine.js';
+import { describePeerRuns, isPeer, PEER_CASES, renderPeerSection, SIDE_BY_SIDE } from './lib/peer-report.js';
 import { createBenchDatabase, type ServerInfo, serverInfo } from './lib/pg-admin.js';
 import {
   buildRows,
@@ -48,8 +49,11 @@ function casesOf(o: Options): CaseDef[] {
     { scenario: 'process-effect', variant: 'pg', store: 'pg' },
     { scenario: 'process-plain', variant: 'sqlite', store: 'sqlite' },
     { scenario: 'process-plain', variant: 'pg', store: 'pg' },
+    ...PEER_CASES,
   ];
-  return all.filter((c) => o.scenarios.includes(c.scenario) && o.stores.includes(c.store));
+  return all.filter(
+    (c) => o.scenarios.includes(c.scenario) && o.stores.includes(c.store) && (o.peers || !isPeer(c)),
+  );
 }
 
 const SHORT: Record<ScenarioName, string> = {
@@ -58,6 +62,11 @@ const SHORT: Record<ScenarioName, string> = {
   'submit-one': 'one',
   'process-effect': 'eff',
   'process-plain': 'pln',
+  'enqueue-one': 'e1',
+  'enqueue-batch': 'eb',
+  'process-defaults': 'pd',
+  'process-tuned': 'pt',
+  latency: 'lat',
 };
 
 function runCase(spec: CaseSpec, nodeArgs: string[] = []): Promise<CaseResult | undefined> {
@@ -131,6 +140,7 @@ function header(
       `${o.ops ?? (o.quick ? 1000 : 10_000)}, ${o.submitters} concurrent submitters, ${o.tenants} tenant(s)${o.quick ? '; --quick' : ''}`,
     `- worker: ${o.slots === undefined ? 'default settings (sluice.worker())' : `WHAT-IF, not the defaults: ${o.slots} slots`}` +
       `; PostgreSQL pool: ${o.poolSize === undefined ? 'default' : `WHAT-IF, not the default: ${o.poolSize}`}`,
+    ...(o.scenarios.some((s) => SIDE_BY_SIDE.includes(s)) ? [describePeerRuns(o)] : []),
   ];
   return lines.join('\n');
 }
@@ -213,7 +223,11 @@ async function main() {
         machine.get(caseKey(c))![round] = load;
         const figs = r
           ? Object.entries(r.figures)
-              .map(([k, v]) => `${k} ${Math.round(v).toLocaleString('en-US')}/s`)
+              .map(([k, v]) =>
+                /^p\d+$/.test(k)
+                  ? `${k} ${v.toFixed(2)} ms`
+                  : `${k} ${Math.round(v).toLocaleString('en-US')}/s`,
+              )
               .join(', ')
           : 'FAILED';
         console.error(
@@ -285,6 +299,7 @@ async function main() {
       '',
       renderTarget(rows),
       '',
+      ...renderPeerSection(cases, results),
       '### Measured costs per operation (medians)',
       '',
       renderCosts(cases, results),

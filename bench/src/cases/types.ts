@@ -10,12 +10,22 @@ export const SCENARIOS = [
   'submit-one',
   'process-effect',
   'process-plain',
+  // Side by side with the peer queues (peer-shapes.ts).
+  'enqueue-one',
+  'enqueue-batch',
+  'process-defaults',
+  'process-tuned',
+  'latency',
 ] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 export interface CaseSpec {
   scenario: ScenarioName;
-  /** limit-pg: client count ('1', '16'); limit-sqlite: 'FULL' | 'NORMAL'; the others: 'sqlite' | 'pg'. */
+  /**
+   * limit-pg: client count ('1', '16'); limit-sqlite: 'FULL' | 'NORMAL'; side by side with the
+   * peers: the queue ('sluice-pg', 'sluice-sqlite', 'graphile', 'pg-boss', 'bullmq'); the
+   * others: 'sqlite' | 'pg'.
+   */
   variant: string;
   quick: boolean;
   /** Operations (or commits) to time; each case has its own default. */

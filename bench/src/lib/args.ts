@@ -11,12 +11,14 @@ export interface Options {
   runs: number;
   scenarios: ScenarioName[];
   stores: StoreName[];
-  /** Operations of the process-* scenarios (default 10,000; 1,000 with --quick). */
+  /** Operations of the process-* scenarios (default 10,000, side by side 20,000; fewer with --quick). */
   ops: number | undefined;
   tenants: number;
   submitters: number;
   profile: boolean;
   limits: boolean;
+  /** Run the peer queues (graphile-worker, pg-boss, BullMQ) beside Sluice's side-by-side cases. */
+  peers: boolean;
   /** What-if: worker slots per class (default: the engine's). */
   slots: number | undefined;
   /** What-if: the PostgreSQL store's pool size (default: the store's). */
@@ -30,15 +32,19 @@ export const USAGE = `usage: npm run bench -- [options]
   --scenario NAME      run only these (repeat, or comma-separate): ${SCENARIOS.join(', ')}
   --store sqlite|pg    only this store (repeatable); default both
   --runs N             runs per case (default 3; 1 with --quick; 0 with --profile: the profile only)
-  --ops N              operations of the process-* scenarios (default 10000; 1000 with --quick)
+  --ops N              operations of the process-* scenarios (default 10000, process-defaults and
+                       process-tuned 20000; with --quick 1000 and 2000)
   --tenants N          spread the operations over N tenants (default 1)
   --submitters N       concurrent submitters in the process-* submit phase (default 16)
   --profile            also CPU-profile the worker of process-effect (node --cpu-prof), once per store
   --no-limits          do not add the limit scenarios the ratios need
+  --no-peers           side-by-side scenarios: Sluice only, without graphile-worker, pg-boss, BullMQ
   --slots N            what-if: worker slots per class (not the default: the table says so)
   --pool-size N        what-if: the PostgreSQL store's pool size (not the default)
   DATABASE_URL         the PostgreSQL server (default ${DEFAULT_DATABASE_URL}); a fresh database
-                       is created per bench run and dropped after it`;
+                       is created per bench run and dropped after it
+  REDIS_URL            BullMQ's Redis (default redis://127.0.0.1:6379); a key prefix per case run,
+                       obliterated after it`;
 
 export function parseArgs(argv: string[]): Options {
   const o: Options = {
@@ -51,6 +57,7 @@ export function parseArgs(argv: string[]): Options {
     submitters: 16,
     profile: false,
     limits: true,
+    peers: true,
     slots: undefined,
     poolSize: undefined,
     serverUrl: process.env.DATABASE_URL || DEFAULT_DATABASE_URL,
@@ -104,6 +111,12 @@ export function parseArgs(argv: string[]): Options {
         break;
       case '--no-limits':
         o.limits = false;
+        break;
+      case '--peers':
+        o.peers = true;
+        break;
+      case '--no-peers':
+        o.peers = false;
         break;
       case '--help':
       case '-h':

@@ -29,7 +29,7 @@ interface RowDef {
 /** The PostgreSQL ceiling every Sluice figure is also read against (issue 3's target). */
 export const PG_CEILING = 'limit-pg/16';
 
-const LIMIT_NAMES: Record<string, string> = {
+export const LIMIT_NAMES: Record<string, string> = {
   'limit-pg/1': 'PG 1 client',
   'limit-pg/16': 'PG 16 clients',
   'limit-sqlite/FULL': 'SQLite FULL',
@@ -94,6 +94,13 @@ export function rowsOf(c: CaseDef, submitters: number, slots?: number): RowDef[]
           limit: concurrentLimit,
         },
       ];
+    // Side by side with the peers: their own table (peer-report.ts).
+    case 'enqueue-one':
+    case 'enqueue-batch':
+    case 'process-defaults':
+    case 'process-tuned':
+    case 'latency':
+      return [];
   }
 }
 
@@ -154,6 +161,8 @@ export function buildRows(cases: CaseDef[], results: Collected, submitters: numb
 }
 
 const int = (x: number) => Math.round(x).toLocaleString('en-US');
+/** Rates as integers; the latency figures (milliseconds) keep their decimals. */
+const figure = (x: number) => (x < 100 ? x.toFixed(2) : int(x));
 const pct = (s: Summary) => (Number.isNaN(s.spread) ? '—' : `±${(s.spread * 100).toFixed(1)}%`);
 const ratio = (s: Summary | undefined) =>
   s ? `${s.median.toFixed(2)}×${s.runs > 1 ? ` (${s.min.toFixed(2)}–${s.max.toFixed(2)})` : ''}` : '—';
@@ -261,7 +270,7 @@ export function renderRuns(
     const figs = figures
       .map(
         (f) =>
-          `${f} ${join(runs.map((r) => (r?.figures[f] === undefined ? undefined : int(r.figures[f]!))))}`,
+          `${f} ${join(runs.map((r) => (r?.figures[f] === undefined ? undefined : figure(r.figures[f]!))))}`,
       )
       .join('; ');
     lines.push(
