@@ -6,7 +6,10 @@
  *
  *   node dist/case.js '<CaseSpec as JSON>'
  */
+import { admissionCaps } from './cases/admission-caps.js';
+import { backlog } from './cases/backlog.js';
 import { processOps, submitOne } from './cases/engine-cases.js';
+import { httpSubmit } from './cases/http-submit.js';
 import { limitPg, limitSqlite } from './cases/limits.js';
 import type { CaseResult, CaseSpec } from './cases/types.js';
 
@@ -16,6 +19,9 @@ const RUNNERS: Record<CaseSpec['scenario'], (spec: CaseSpec) => Promise<CaseResu
   'submit-one': submitOne,
   'process-effect': processOps,
   'process-plain': processOps,
+  'http-submit': httpSubmit,
+  'admission-caps': admissionCaps,
+  backlog,
 };
 
 const spec = JSON.parse(process.argv[2] ?? '{}') as CaseSpec;
