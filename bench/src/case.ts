@@ -6,7 +6,10 @@
  *
  *   node dist/case.js '<CaseSpec as JSON>'
  */
+import { admissionCaps } from './cases/admission-caps.js';
+import { backlog } from './cases/backlog.js';
 import { processOps, submitOne } from './cases/engine-cases.js';
+import { httpSubmit } from './cases/http-submit.js';
 import { limitPg, limitSqlite } from './cases/limits.js';
 import { peerShape } from './cases/peer-shapes.js';
 import type { CaseResult, CaseSpec } from './cases/types.js';
@@ -22,6 +25,9 @@ const RUNNERS: Record<CaseSpec['scenario'], (spec: CaseSpec) => Promise<CaseResu
   'process-defaults': peerShape,
   'process-tuned': peerShape,
   latency: peerShape,
+  'http-submit': httpSubmit,
+  'admission-caps': admissionCaps,
+  backlog,
 };
 
 const spec = JSON.parse(process.argv[2] ?? '{}') as CaseSpec;

@@ -15,8 +15,9 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } 
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { CaseResult, CaseSpec, ScenarioName } from './cases/types.js';
+import { type CaseResult, type CaseSpec, ONCE_PER_RUN, type ScenarioName } from './cases/types.js';
 import { type Options, parseArgs } from './lib/args.js';
+import { renderBaselineTable } from './lib/baseline-report.js';
 import type { StoreName } from './lib/engine.js';
 import { describeLoad, loadBetween, type MachineLoad, sample } from './lib/machine.js';
 import { describePeerRuns, isPeer, PEER_CASES, renderPeerSection, SIDE_BY_SIDE } from './lib/peer-report.js';
@@ -50,6 +51,12 @@ function casesOf(o: Options): CaseDef[] {
     { scenario: 'process-plain', variant: 'sqlite', store: 'sqlite' },
     { scenario: 'process-plain', variant: 'pg', store: 'pg' },
     ...PEER_CASES,
+    { scenario: 'http-submit', variant: 'sqlite', store: 'sqlite' },
+    { scenario: 'http-submit', variant: 'pg', store: 'pg' },
+    { scenario: 'admission-caps', variant: 'sqlite', store: 'sqlite' },
+    { scenario: 'admission-caps', variant: 'pg', store: 'pg' },
+    { scenario: 'backlog', variant: 'sqlite', store: 'sqlite' },
+    { scenario: 'backlog', variant: 'pg', store: 'pg' },
   ];
   return all.filter(
     (c) => o.scenarios.includes(c.scenario) && o.stores.includes(c.store) && (o.peers || !isPeer(c)),
@@ -67,6 +74,9 @@ const SHORT: Record<ScenarioName, string> = {
   'process-defaults': 'pd',
   'process-tuned': 'pt',
   latency: 'lat',
+  'http-submit': 'http',
+  'admission-caps': 'cap',
+  backlog: 'blg',
 };
 
 function runCase(spec: CaseSpec, nodeArgs: string[] = []): Promise<CaseResult | undefined> {
@@ -206,6 +216,7 @@ async function main() {
           tag ??
           `b${round}_${SHORT[c.scenario]}_${c.variant.toLowerCase()}_${randomBytes(3).toString('hex')}`,
         phase,
+        backlog: c.scenario === 'backlog' ? o.backlog : undefined,
       };
     };
 
@@ -213,6 +224,7 @@ async function main() {
     const machine = new Map<string, MachineLoad[]>(cases.map((c) => [caseKey(c), []]));
     for (let round = 0; round < o.runs; round++) {
       for (const c of cases) {
+        if (round > 0 && ONCE_PER_RUN.has(c.scenario)) continue;
         const started = performance.now();
         const s = spec(c, round);
         const before = sample();
@@ -290,6 +302,7 @@ async function main() {
       .map((r) => r?.info.sqlite)
       .find((v) => typeof v === 'string') as string | undefined;
     const rows = buildRows(cases, results, o.submitters, o.slots);
+    const baselineTable = renderBaselineTable(cases, results);
     const report = [
       '## Sluice benchmark',
       '',
@@ -300,6 +313,9 @@ async function main() {
       renderTarget(rows),
       '',
       ...renderPeerSection(cases, results),
+      ...(baselineTable
+        ? ['### Read against a baseline measured in the same case run', '', baselineTable, '']
+        : []),
       '### Measured costs per operation (medians)',
       '',
       renderCosts(cases, results),

@@ -16,8 +16,14 @@ export const SCENARIOS = [
   'process-defaults',
   'process-tuned',
   'latency',
+  'http-submit',
+  'admission-caps',
+  'backlog',
 ] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
+
+/** Too slow to repeat every round (it builds a million-operation backlog): run in the first only. */
+export const ONCE_PER_RUN: ReadonlySet<ScenarioName> = new Set(['backlog']);
 
 export interface CaseSpec {
   scenario: ScenarioName;
@@ -50,6 +56,8 @@ export interface CaseSpec {
   sampleWaits?: boolean;
   /** process-*: run the warm-up and submit phase only, the process phase only, or all (default). */
   phase: 'all' | 'submit' | 'process';
+  /** backlog: waiting operations to build before the claim is timed. */
+  backlog?: number;
 }
 
 export interface CaseResult {

@@ -24,6 +24,8 @@ export interface Options {
   /** What-if: the PostgreSQL store's pool size (default: the store's). */
   poolSize: number | undefined;
   serverUrl: string;
+  /** backlog: waiting operations (default 1,000,000; 20,000 with --quick). */
+  backlog: number | undefined;
 }
 
 export const USAGE = `usage: npm run bench -- [options]
@@ -41,6 +43,8 @@ export const USAGE = `usage: npm run bench -- [options]
   --no-peers           side-by-side scenarios: Sluice only, without graphile-worker, pg-boss, BullMQ
   --slots N            what-if: worker slots per class (not the default: the table says so)
   --pool-size N        what-if: the PostgreSQL store's pool size (not the default)
+  --backlog N          waiting operations of the backlog scenario (default 1000000; 20000 with
+                       --quick); it runs in the first round only
   DATABASE_URL         the PostgreSQL server (default ${DEFAULT_DATABASE_URL}); a fresh database
                        is created per bench run and dropped after it
   REDIS_URL            BullMQ's Redis (default redis://127.0.0.1:6379); a key prefix per case run,
@@ -61,6 +65,7 @@ export function parseArgs(argv: string[]): Options {
     slots: undefined,
     poolSize: undefined,
     serverUrl: process.env.DATABASE_URL || DEFAULT_DATABASE_URL,
+    backlog: undefined,
   };
   const int = (name: string, v: string | undefined, min = 1): number => {
     const n = Number(v);
@@ -108,6 +113,9 @@ export function parseArgs(argv: string[]): Options {
         break;
       case '--profile':
         o.profile = true;
+        break;
+      case '--backlog':
+        o.backlog = int('--backlog', value());
         break;
       case '--no-limits':
         o.limits = false;

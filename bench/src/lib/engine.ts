@@ -7,7 +7,7 @@
  * counter is an increment per call and does not change what it measures.
  */
 import { join } from 'node:path';
-import { postgresStore, Sluice, type Store, sqliteStore } from 'sluice';
+import { postgresStore, Sluice, type SluiceOptions, type Store, sqliteStore } from 'sluice';
 import { type Charge, ProviderStub } from 'sluice/testing';
 import { z } from 'zod';
 
@@ -167,9 +167,10 @@ export class ProviderShards {
 export function openSluice(
   target: StoreTarget,
   provider?: ProviderShards,
+  options: Omit<SluiceOptions, 'store'> = {},
 ): { sluice: Sluice; counts: CallCounts } {
   const { store, counts } = openStore(target);
-  const sluice = new Sluice({ store });
+  const sluice = new Sluice({ ...options, store });
   sluice.define(EFFECT_KIND, {
     input: chargeInput,
     async run(input, ctx) {

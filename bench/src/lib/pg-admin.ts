@@ -203,6 +203,18 @@ export class PgObserver {
     for (const { pid } of r.rows) total += processCpuSeconds(pid);
     return total;
   }
+
+  /**
+   * CPU seconds used so far by each backend serving `applications`, by pid: for windows over
+   * long-lived pools, where a backend may close (the pool's idle timeout) or open mid-window.
+   */
+  async backendCpuByPid(applications: string[]): Promise<Map<number, number>> {
+    const r = await this.admin.query(
+      `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND application_name LIKE ANY ($2::text[])`,
+      [this.database, applications.map((a) => `${a}%`)],
+    );
+    return new Map(r.rows.map(({ pid }) => [pid as number, processCpuSeconds(pid)]));
+  }
 }
 
 export function diff(after: PgCounters, before: PgCounters): PgCounters {
