@@ -5,11 +5,13 @@
 -- lock and write every row of a batch with a handful of statements over arrays, and decide each
 -- item's answer in PL/pgSQL between them. The rules, the answers and the lock order are those of
 -- the versions they replace; where a batch has a shape the set-based version does not handle
--- (an effect that draws on a budget, one operation or effect named twice) they fall back to the
--- item-by-item version, unchanged.
+-- (a single item, an effect that draws on a budget, one operation or effect named twice) they
+-- fall back to the item-by-item version, unchanged. A single submit has its own function
+-- (submit_one, at the end).
 --
 -- Lookups by (tenant, id) keep the shape of version 1 (a lateral subquery with OFFSET 0 on the
--- key), so no generic plan can turn them into a scan.
+-- key); rows are then locked and updated by `seq = ANY (array)` (an index condition on the
+-- primary key), so no generic plan can turn them into a scan.
 
 -- The effect journal's `pending` → final update changes no indexed column: room on the page lets
 -- it be a HOT update (no index entries written). Applies to pages written from now on.
