@@ -143,6 +143,23 @@ export function batchCases(t: CaseRegistry): void {
       expect((await getRow(store, d!)).effectStartedAt).toBe(dBefore);
     });
 
+    g.test('effect begins with a budget draw: the over-budget item is refused alone', async (fx) => {
+      const { store } = fx;
+      await store.operationSubmitMany(['a', 'b'].map((id) => submitParams({ id })));
+      const [a, b] = await claim(store, { limit: 2 });
+      const spend = (cost: number) => [{ key: 'spend:p:*', limit: 10, windowMs: 60_000, cost }];
+      const out = await store.effectBeginMany([
+        { lease: leaseOf(a!), name: 'charge', key: 'k-a', spend: spend(11) },
+        { lease: leaseOf(b!), name: 'charge', key: 'k-b', spend: spend(4) },
+      ]);
+      expect(out.map((o) => (o.ok ? 'created' : (o.error as { code: string }).code))).toEqual([
+        'budget-exhausted',
+        'created',
+      ]);
+      expect(await store.effectList(a!)).toEqual([]);
+      expect((await store.budgetUsage({ prefix: 'spend:', since: 0 })).map((u) => u.reserved)).toEqual([4]);
+    });
+
     g.test('effect marks: two effects of one operation, fenced and state-checked per item', async (fx) => {
       const { store } = fx;
       await store.operationSubmitMany(['a', 'b', 'c'].map((id) => submitParams({ id })));

@@ -6,8 +6,8 @@
 -- item's answer in PL/pgSQL between them. The rules, the answers and the lock order are those of
 -- the versions they replace; where a batch has a shape the set-based version does not handle
 -- (a single item, an effect that draws on a budget, one operation or effect named twice) they
--- fall back to the item-by-item version, unchanged. A single submit has its own function
--- (submit_one, at the end).
+-- call the item-by-item version, kept under a new name (`*_each`), unchanged. A single submit
+-- has its own function (submit_one, at the end).
 --
 -- Lookups by (tenant, id) keep the shape of version 1 (a lateral subquery with OFFSET 0 on the
 -- key); rows are then locked and updated by `seq = ANY (array)` (an index condition on the
@@ -23,14 +23,13 @@ ALTER TABLE effects SET (fillfactor = 80);
 -- written, the point of no return marked on the operation).
 -- Locks: the operation rows, FOR NO KEY UPDATE, in (class, tenant, seq) order, the order of
 -- finish_many and lease_extend.
-CREATE OR REPLACE FUNCTION effect_begin_many(p_now bigint, p_items jsonb)
+ALTER FUNCTION effect_begin_many(bigint, jsonb) RENAME TO effect_begin_each;
+CREATE FUNCTION effect_begin_many(p_now bigint, p_items jsonb)
 RETURNS TABLE (ord integer, status text, clock bigint, refused_by text, retry_after bigint, calls bigint,
                eff effects)
 LANGUAGE plpgsql SET search_path FROM CURRENT
 AS $$
 DECLARE
-  it jsonb;
-  i integer := 0;
   v_clock bigint;
   v_n integer;
   -- Per item, in item order.
@@ -51,37 +50,26 @@ DECLARE
   o_cancel text[];
   k record;
   c_ord integer[] := '{}';
+  -- Whether an item draws on a budget.
+  v_budgeted boolean;
 BEGIN
   SELECT array_agg(x.tenant ORDER BY x.n), array_agg(x.id ORDER BY x.n), array_agg(x.epoch ORDER BY x.n),
          array_agg(x.name ORDER BY x.n), array_agg(x.key ORDER BY x.n), array_agg(x.provider ORDER BY x.n),
-         array_agg(x.cost ORDER BY x.n), array_agg(x.max_calls ORDER BY x.n), count(*)::integer
-    INTO a_tenant, a_id, a_epoch, a_name, a_key, a_provider, a_cost, a_max, v_n
+         array_agg(x.cost ORDER BY x.n), array_agg(x.max_calls ORDER BY x.n), count(*)::integer,
+         coalesce(bool_or(jsonb_array_length(coalesce(x.b_key, '[]')) > 0), false)
+    INTO a_tenant, a_id, a_epoch, a_name, a_key, a_provider, a_cost, a_max, v_n, v_budgeted
     FROM ROWS FROM (jsonb_to_recordset(p_items)
                     AS (tenant text, id text, epoch integer, name text, key text, provider text, cost bigint,
-                        "maxCalls" integer))
-         WITH ORDINALITY AS x(tenant, id, epoch, name, key, provider, cost, max_calls, n);
+                        "maxCalls" integer, "bKey" jsonb))
+         WITH ORDINALITY AS x(tenant, id, epoch, name, key, provider, cost, max_calls, b_key, n);
   IF v_n = 0 THEN
     RETURN;
   END IF;
   -- Budget draws lock budget rows per item, in item order; an operation named twice must see its
   -- own earlier item. Both go item by item, and so does a single item (cheaper that way).
-  IF v_n = 1 OR EXISTS (SELECT 1 FROM jsonb_array_elements(p_items) AS e(v)
-              WHERE jsonb_array_length(coalesce(e.v->'bKey', '[]')) > 0)
+  IF v_n = 1 OR v_budgeted
      OR (SELECT count(DISTINCT (u.t, u.i)) FROM unnest(a_tenant, a_id) AS u(t, i)) < v_n THEN
-    FOR it IN SELECT e.value FROM jsonb_array_elements(p_items) WITH ORDINALITY AS e(value, n) ORDER BY e.n LOOP
-      i := i + 1;
-      RETURN QUERY
-        SELECT i, b.status, b.clock, b.refused_by, b.retry_after, b.calls, b.eff
-          FROM effect_begin(
-                 p_now, it->>'tenant', it->>'id', (it->>'epoch')::integer, it->>'name', it->>'key',
-                 it->>'provider', (it->>'cost')::bigint,
-                 ARRAY(SELECT jsonb_array_elements_text(it->'bKey')),
-                 ARRAY(SELECT jsonb_array_elements_text(it->'bLimit')::bigint),
-                 ARRAY(SELECT jsonb_array_elements_text(it->'bWindow')::bigint),
-                 ARRAY(SELECT jsonb_array_elements_text(it->'bCost')::bigint),
-                 ARRAY(SELECT jsonb_array_elements_text(it->'bSpend')::boolean),
-                 (it->>'maxCalls')::integer) b;
-    END LOOP;
+    RETURN QUERY SELECT * FROM effect_begin_each(p_now, p_items);
     RETURN;
   END IF;
 
@@ -157,13 +145,12 @@ $$;
 -- share lock on each operation row held by the lease; `absent` only from `pending`, `committed`
 -- or `failed` from `pending` or `absent`; reservations settled once. Locks: the operation rows
 -- FOR SHARE in (class, tenant, seq) order, then the effect rows FOR UPDATE in key order.
-CREATE OR REPLACE FUNCTION effect_mark_many(p_now bigint, p_items jsonb)
+ALTER FUNCTION effect_mark_many(bigint, jsonb) RENAME TO effect_mark_each;
+CREATE FUNCTION effect_mark_many(p_now bigint, p_items jsonb)
 RETURNS TABLE (ord integer, ok boolean)
 LANGUAGE plpgsql SET search_path FROM CURRENT
 AS $$
 DECLARE
-  it jsonb;
-  i integer := 0;
   v_n integer;
   v_clock bigint;
   a_tenant text[];
@@ -195,13 +182,7 @@ BEGIN
   -- An effect named twice must see its own earlier item: item by item; a single item too
   -- (cheaper that way).
   IF v_n = 1 OR (SELECT count(DISTINCT (u.t, u.i, u.m)) FROM unnest(a_tenant, a_id, a_name) AS u(t, i, m)) < v_n THEN
-    FOR it IN SELECT e.value FROM jsonb_array_elements(p_items) WITH ORDINALITY AS e(value, n) ORDER BY e.n LOOP
-      i := i + 1;
-      ord := i;
-      ok := effect_mark(p_now, it->>'tenant', it->>'id', (it->>'epoch')::integer, it->>'name', it->>'state',
-                        it->>'result', it->>'reference', it->>'error');
-      RETURN NEXT;
-    END LOOP;
+    RETURN QUERY SELECT * FROM effect_mark_each(p_now, p_items);
     RETURN;
   END IF;
 
