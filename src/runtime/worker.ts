@@ -2,8 +2,13 @@
  * @module runtime/worker
  * A bounded pool of worker slots per workload class. Each class has its own claim loop, so a
  * flood in `bulk` can never occupy an `interactive` slot. A loop claims as many operations as it
- * has free slots, runs them, and sleeps until a slot frees, a local submit wakes it, or the poll
- * interval passes (other processes' submits).
+ * has free slots, runs them, and sleeps until a wake-up (a local submit, another process's work
+ * announced by the store), a freed slot worth a claim, or the poll interval.
+ *
+ * A freed slot is worth a claim when work may be waiting that nothing will announce: the last
+ * claim filled every free slot (there may be more), the attempt's tenant has a running cap (its
+ * next operation became claimable), or the store announces nothing. Otherwise a claim there would
+ * find nothing, and one in flight delays the claim that a wake-up asks for meanwhile.
  *
  * The worker also runs the process-wide heartbeat and the maintenance services (rescuer,
  * retention), and on `stop()` shuts down gracefully: no new claims, running attempts get a grace
@@ -102,6 +107,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly shard = Math.floor(Math.random() * 16);
   private readonly slots: Map<string, number>;
   private readonly activeByClass = new Map<string, number>();
+  /** Per class: the last claim filled every free slot, so more work may be waiting. */
+  private readonly slotBound = new Map<string, boolean>();
+  /** Other processes' new work reaches this worker as a wake-up (the store announces work). */
+  private announced = false;
   private readonly inflight = new Set<Promise<void>>();
   private readonly heartbeat: Heartbeat;
   private readonly finisher: Batcher<FinishParams, boolean>;
@@ -173,6 +182,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (this.env.store.subscribe) {
       this.unsubscribe = this.env.store
         .subscribe((cls) => this.env.wakeup.notify(cls), { onReconnect: () => this.env.wakeup.notifyAll() })
+        .then((stop) => {
+          this.announced = this.env.store.announcesWork === true;
+          return stop;
+        })
         .catch((error) => {
           this.log.warn({ err: error }, 'cannot listen for wake-ups; polling only');
           return undefined;
@@ -270,8 +283,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
       this.env.wakeup.consume(cls);
       let rows: OperationRow[];
       let now: number;
+      let capped: ReadonlySet<string> | undefined;
       try {
-        ({ rows, now } = await this.env.store.operationClaimMany({
+        ({ rows, now, capped } = await this.env.store.operationClaimMany({
           class: cls,
           owner: this.id,
           limit: free,
@@ -289,13 +303,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
         await new Promise((r) => setTimeout(r, delay));
         continue;
       }
-      for (const row of rows) this.launch(cls, row, now);
+      this.slotBound.set(cls, rows.length >= free);
+      for (const row of rows) this.launch(cls, row, now, capped?.has(row.tenant) ?? false);
       if (rows.length < free && this.state === 'running')
         await this.env.wakeup.wait(cls, this.pollIntervalMs);
     }
   }
 
-  private launch(cls: string, row: OperationRow, claimNow: number): void {
+  private launch(cls: string, row: OperationRow, claimNow: number, capped: boolean): void {
     this.activeByClass.set(cls, this.active(cls) + 1);
     const started = performance.now();
     const run = runAttempt(
@@ -346,7 +361,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       .finally(() => {
         this.activeByClass.set(cls, this.active(cls) - 1);
         this.inflight.delete(run);
-        this.env.wakeup.notify(cls);
+        if (!this.announced || capped || this.slotBound.get(cls)) this.env.wakeup.notify(cls);
         if (this.inflight.size === 0) this.emit('idle');
       });
     this.inflight.add(run);

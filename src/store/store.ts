@@ -67,6 +67,12 @@ export interface Store {
     onClass: (cls: string) => void,
     options?: { onReconnect?: () => void },
   ): Promise<() => Promise<void>>;
+  /**
+   * True when the store's writes announce to subscribers the work they make ready (a submit, a
+   * retry due at once, a redrive), so a subscribed worker need not look for work each time one
+   * of its attempts ends. Only meaningful with `subscribe`.
+   */
+  readonly announcesWork?: boolean;
   operationGet(params: { tenant: string; id: string }): Promise<OperationRow | undefined>;
   operationList(params: ListParams): Promise<OperationRow[]>;
   attemptList(params: { tenant: string; id: string }): Promise<AttemptRow[]>;

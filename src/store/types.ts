@@ -170,6 +170,12 @@ export interface ClaimResult {
   /** The store's clock when the claim was made: the base for remaining-time computations. */
   now: number;
   rows: OperationRow[];
+  /**
+   * The claimed rows' tenants that have a running cap (`maxRunning`) in this class. When one of
+   * their attempts ends, a waiting operation of theirs may become claimable, and no write
+   * announces that. Only stores that announce work (`Store.announcesWork`) need to tell.
+   */
+  capped?: ReadonlySet<string>;
 }
 
 export interface LeaseStatus {

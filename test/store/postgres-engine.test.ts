@@ -2,11 +2,15 @@
  * The engine on the PostgreSQL store: the smoke test's operation (one journaled charge) end to
  * end with the server's clock, then two engines sharing one schema (two processes' worth of
  * pools, workers and batchers) processing tenants' operations with exactly one charge each, and
- * a retry that goes back through the queue.
+ * a retry that goes back through the queue. Then how a worker finds work with polling out of the
+ * picture (a poll interval longer than the test): announced work by NOTIFY, and the two kinds
+ * of work nothing announces — a backlog deeper than the slots, a capped tenant's next operation —
+ * by claiming when a slot frees; and no claim at all when the queue is drained.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { Retryable } from '../../src/index.js';
+import { Retryable, type SluiceOptions } from '../../src/index.js';
+import type { Store } from '../../src/store/store.js';
 import { ProviderStub } from '../../src/testing/index.js';
 import { defineCharge, O7 } from '../helpers/charge-kind.js';
 import { type Harness, harness } from '../helpers/engine.js';
@@ -103,4 +107,77 @@ describe('an engine on PostgreSQL', () => {
     const full = await h.sluice.get({ tenant: 'North', id: 'f1' }, { include: ['attempts'] });
     expect(full?.attempts?.map((a) => a.outcome)).toEqual(['retry', 'succeeded']);
   });
+});
+
+/** Longer than any test here: work found at all was found without the poll. */
+const NO_POLL_MS = 600_000;
+
+/**
+ * A producer engine (submits only) and a worker engine on one schema, as an API process and a
+ * worker process: only NOTIFY tells the worker about a submit. The worker's store counts its
+ * claims; `listening` resolves once the worker listens (before that, a NOTIFY would be missed).
+ */
+async function producerAndWorker(sluice?: Partial<SluiceOptions>) {
+  const schema = db.freshSchema();
+  const producer = await harness({ store: db.store({ schema, poolSize: 2 }), sluice });
+  open.push(producer);
+  const store: Store = db.store({ schema, poolSize: 2 });
+  let claims = 0;
+  const claim = store.operationClaimMany.bind(store);
+  store.operationClaimMany = (params) => {
+    claims++;
+    return claim(params);
+  };
+  let listening: Promise<unknown> | undefined;
+  const subscribe = store.subscribe!.bind(store);
+  store.subscribe = (...args) => {
+    listening = subscribe(...args);
+    return listening as ReturnType<typeof subscribe>;
+  };
+  const consumer = await harness({ store, sluice });
+  open.push(consumer);
+  for (const h of [producer, consumer])
+    h.sluice.define('noop', { input: z.object({ n: z.number() }), run: ({ n }) => n });
+  return {
+    producer,
+    consumer,
+    claims: () => claims,
+    async start(slots: number) {
+      consumer.worker({ pollIntervalMs: NO_POLL_MS, slots: { default: slots } }).start();
+      await listening;
+    },
+  };
+}
+
+describe('a worker on PostgreSQL without polling', () => {
+  it('claims once per announced operation, and not again when its attempt ends', async () => {
+    const { producer, claims, start } = await producerAndWorker();
+    await start(4);
+    const before = claims();
+    const n = 5;
+    for (let i = 0; i < n; i++) {
+      await producer.sluice.submit({ tenant: 'North', id: `a${i}`, kind: 'noop', input: { n: i } });
+      expect((await producer.sluice.wait({ tenant: 'North', id: `a${i}` })).state).toBe('succeeded');
+    }
+    // One claim per NOTIFY; a claim after each ended attempt (the queue drained) would double it.
+    expect(claims() - before).toBe(n);
+  });
+
+  it('claims again as slots free while a backlog deeper than the slots waits', async () => {
+    const { producer, start } = await producerAndWorker();
+    await start(2);
+    const refs = Array.from({ length: 9 }, (_, i) => ({ tenant: `T${i % 3}`, id: `b${i}` }));
+    await Promise.all(refs.map((r, i) => producer.sluice.submit({ ...r, kind: 'noop', input: { n: i } })));
+    const done = await Promise.all(refs.map((r) => producer.sluice.wait(r, { timeoutMs: 15_000 })));
+    expect(done.map((o) => o.state)).toEqual(refs.map(() => 'succeeded'));
+  }, 20_000);
+
+  it("claims a capped tenant's next operation when its running one ends", async () => {
+    const { producer, start } = await producerAndWorker({ tenants: { North: { '*': { maxRunning: 1 } } } });
+    await start(8);
+    const refs = Array.from({ length: 4 }, (_, i) => ({ tenant: 'North', id: `c${i}` }));
+    await Promise.all(refs.map((r, i) => producer.sluice.submit({ ...r, kind: 'noop', input: { n: i } })));
+    const done = await Promise.all(refs.map((r) => producer.sluice.wait(r, { timeoutMs: 15_000 })));
+    expect(done.map((o) => o.state)).toEqual(refs.map(() => 'succeeded'));
+  }, 20_000);
 });

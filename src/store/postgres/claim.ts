@@ -11,19 +11,24 @@
  * budget's current bucket (retry-budget.ts), in the same transaction.
  *
  * The store's `now` is fixed once, before the function runs, and returned with the rows: with
- * no rows claimed the single result row carries only `now`.
+ * no rows claimed the single result row carries only `now`. Each row also says whether its
+ * tenant has a running cap in the class (read with the statement's snapshot, from before the
+ * claim: the cap is set at submit, so it is already there), which the worker needs to know
+ * (ClaimResult.capped).
  */
 import type { ClaimParams, ClaimResult } from '../types.js';
 import type { PgContext } from './connection.js';
 import { ms, num, type PgRow, toOperationRow } from './rows.js';
 
-const SQL = `SELECT n.now AS claim_now, c.*
+const SQL = `SELECT n.now AS claim_now, c.*,
+       (SELECT q.max_running IS NOT NULL FROM {s}.queues q WHERE q.class = c.class AND q.tenant = c.tenant)
+         AS claim_capped
   FROM (SELECT {s}.now_ms($5::bigint) AS now) n
   LEFT JOIN LATERAL {s}.claim($1, $2, $3, $4, n.now, $6::bigint, $7::integer) c ON true`;
 
 /** Claims up to `p.limit` ready operations of `p.class` for `p.owner`, one round trip. */
 export async function claimMany(ctx: PgContext, p: ClaimParams): Promise<ClaimResult> {
-  const rows = await ctx.query<PgRow & { claim_now: string }>(SQL, [
+  const rows = await ctx.query<PgRow & { claim_now: string; claim_capped: boolean | null }>(SQL, [
     p.class,
     p.owner,
     p.limit,
@@ -33,5 +38,7 @@ export async function claimMany(ctx: PgContext, p: ClaimParams): Promise<ClaimRe
     p.retryBudget?.shard ?? null,
   ]);
   const now = num(rows[0]?.claim_now) ?? Date.now();
-  return { now, rows: rows.filter((r) => r.seq !== null).map(toOperationRow) };
+  const claimed = rows.filter((r) => r.seq !== null);
+  const capped = new Set(claimed.filter((r) => r.claim_capped).map((r) => String(r.tenant)));
+  return { now, rows: claimed.map(toOperationRow), capped };
 }

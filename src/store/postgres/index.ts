@@ -94,6 +94,7 @@ export function postgresStore(options: PostgresOptions): PostgresStore {
   return {
     dialect: 'postgres',
     context: ctx,
+    announcesWork: ctx.notify,
     migrate: () => migratePostgres(ctx),
     async close() {
       await Promise.all([...subscriptions].map((stop) => stop()));
