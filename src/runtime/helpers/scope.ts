@@ -61,7 +61,13 @@ export interface ScopeOptions {
 export class AttemptScope {
   readonly log: Logger;
   readonly #options: ScopeOptions;
-  readonly #ended = new AbortController();
+  /**
+   * Fired at the end of the attempt. Made by the first helper call: most attempts call none, and
+   * a controller, its abort and the `AttemptEnded` error are a measurable share of a short
+   * attempt's cost (docs/benchmarks.md).
+   */
+  #ended: AbortController | undefined;
+  #closed = false;
   readonly #tracked = new Set<Tracked>();
 
   constructor(options: ScopeOptions) {
@@ -88,7 +94,7 @@ export class AttemptScope {
   bind(...callerSignals: Array<AbortSignal | null | undefined>): Bound {
     const extra = callerSignals.filter((s): s is AbortSignal => s != null);
     const attempt = this.#options.signal;
-    const ended = this.#ended.signal;
+    const ended = this.#endedSignal();
     const remaining = this.remainingMs();
     // An expired clock must not become `AbortSignal.timeout(0)`: that fires on a later tick,
     // and a helper would start work it cannot finish.
@@ -127,6 +133,15 @@ export class AttemptScope {
     return outer;
   }
 
+  /** The end-of-attempt signal, made on first use: already fired once the scope is closed. */
+  #endedSignal(): AbortSignal {
+    if (!this.#ended) {
+      this.#ended = new AbortController();
+      if (this.#closed) this.#ended.abort(new AttemptEnded());
+    }
+    return this.#ended.signal;
+  }
+
   /** Registers something to stop at the end of the attempt; returns its deregistration. */
   track(item: Tracked): () => void {
     this.#tracked.add(item);
@@ -138,7 +153,8 @@ export class AttemptScope {
    * fired keep their reason), then waits for everything tracked to stop. Idempotent; never throws.
    */
   async close(): Promise<void> {
-    if (!this.#ended.signal.aborted) this.#ended.abort(new AttemptEnded());
+    this.#closed = true;
+    if (this.#ended && !this.#ended.signal.aborted) this.#ended.abort(new AttemptEnded());
     const items = [...this.#tracked];
     this.#tracked.clear();
     await Promise.all(
