@@ -310,7 +310,7 @@ async function main() {
       '',
       renderTable(rows),
       '',
-      renderTarget(rows),
+      renderTarget(rows, results),
       '',
       ...renderPeerSection(cases, results),
       ...(baselineTable
