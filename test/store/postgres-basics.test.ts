@@ -87,6 +87,7 @@ describe('migrations', () => {
         { version: 2, name: 'admission' },
         { version: 3, name: 'journal_batch' },
         { version: 4, name: 'set_based' },
+        { version: 5, name: 'claim_shares' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace

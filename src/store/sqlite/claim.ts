@@ -9,8 +9,13 @@
  *
  * Cost: the candidates come from the `queues_schedule` index in virtual-time order and each
  * tenant's next operations from `operations_ready`, so a claim reads O(limit) index entries
- * whatever the backlog. `ready_at` may be early (a cancelled operation leaves it); the claim then
- * finds nothing for that tenant and recomputes it, so it is never late.
+ * whatever the backlog. Each candidate's operations are read up to its share (`shares`: the
+ * serving loop run on counts, as if every candidate had all it has room for), not up to the whole
+ * claim: with 32 tenants each holding a backlog that is 32 entries, not 1,024. Only when a
+ * candidate has fewer ready than its share, which hands its turns to the others, are theirs read
+ * up to their room; the picks are then exactly those of reading everything. `ready_at` may be
+ * early (a cancelled operation leaves it); the claim then finds nothing for that tenant and
+ * recomputes it, so it is never late.
  */
 import type { ClaimParams, ClaimResult, OperationRow } from '../types.js';
 import type { SqliteContext } from './connection.js';
@@ -24,11 +29,96 @@ interface Candidate {
   max_running: number | null;
   vtime: number;
   weight: number;
+  /** Operations it may start in this round: the claim's want, or fewer under its running cap. */
+  room: number;
   ops: number[];
   taken: number;
 }
 
 const MAX_ROUNDS = 4;
+
+/**
+ * The order in which a claim round serves its candidates, as their indexes: the lowest virtual
+ * time first (ties: the earlier candidate), each advanced by 1 / weight per operation and served
+ * at most `supply[k]`, `want` operations in all. The PostgreSQL claim (migration 5, `fair_order`)
+ * is the same loop.
+ */
+export function serviceOrder(
+  candidates: ReadonlyArray<Pick<Candidate, 'vtime' | 'weight'>>,
+  supply: readonly number[],
+  want: number,
+): number[] {
+  const served = candidates.map(() => 0);
+  const vtime = candidates.map((c) => c.vtime);
+  const order: number[] = [];
+  while (order.length < want) {
+    let best = -1;
+    for (let k = 0; k < candidates.length; k++) {
+      if (served[k]! < supply[k]! && (best < 0 || vtime[k]! < vtime[best]!)) best = k;
+    }
+    if (best < 0) break;
+    served[best]!++;
+    vtime[best]! += 1 / candidates[best]!.weight;
+    order.push(best);
+  }
+  return order;
+}
+
+/** Each candidate's share of `want`: what the round serves it when every candidate has its room ready. */
+export function shares(
+  candidates: ReadonlyArray<Pick<Candidate, 'vtime' | 'weight' | 'room'>>,
+  want: number,
+): number[] {
+  const counts = candidates.map(() => 0);
+  for (const k of serviceOrder(
+    candidates,
+    candidates.map((c) => c.room),
+    want,
+  ))
+    counts[k]!++;
+  return counts;
+}
+
+/**
+ * Reads each candidate's ready operations (`ready(c, limit)`, oldest first) up to its share of
+ * `want`, and, when one comes short of its share (its turns then go to the others), every
+ * candidate's up to its room: what `serve` then picks is what it would pick had every candidate
+ * been read up to its room.
+ */
+export function readShares<C extends Pick<Candidate, 'vtime' | 'weight' | 'room' | 'ops'>>(
+  candidates: C[],
+  want: number,
+  ready: (c: C, limit: number) => number[],
+): void {
+  const share = shares(candidates, want);
+  candidates.forEach((c, k) => {
+    c.ops = share[k]! > 0 ? ready(c, share[k]!) : [];
+  });
+  if (candidates.some((c, k) => c.ops.length < share[k]!)) {
+    candidates.forEach((c, k) => {
+      if (c.ops.length === share[k]! && share[k]! < c.room) c.ops = ready(c, c.room);
+    });
+  }
+}
+
+/** Serves the candidates' read operations in service order, advancing their virtual times. */
+export function serve<C extends Pick<Candidate, 'vtime' | 'weight' | 'ops' | 'taken'>>(
+  candidates: C[],
+  want: number,
+): Array<{ seq: number; c: C }> {
+  const order = serviceOrder(
+    candidates,
+    candidates.map((c) => c.ops.length - c.taken),
+    want,
+  );
+  return order.map((k) => {
+    const c = candidates[k]!;
+    const seq = c.ops[c.taken]!;
+    c.taken++;
+    c.vtime += 1 / c.weight;
+    return { seq, c };
+  });
+}
 
 export function claimMany(ctx: SqliteContext, p: ClaimParams): ClaimResult {
   return ctx.write((now) => {
@@ -49,28 +139,18 @@ export function claimMany(ctx: SqliteContext, p: ClaimParams): ClaimResult {
       if (fresh.length === 0) break;
       for (const c of fresh) {
         seen.add(c.tenant);
-        const room = Math.min(want, c.max_running === null ? want : c.max_running - c.running);
-        c.ops = (
-          ctx
-            .stmt(
-              `SELECT seq FROM operations
-               WHERE class = ? AND tenant = ? AND state = 'queued' AND run_after <= ?
-               ORDER BY run_after, seq LIMIT ?`,
-            )
-            .all(p.class, c.tenant, now, room) as Array<{ seq: number }>
-        ).map((r) => r.seq);
+        c.room = Math.min(want, c.max_running === null ? want : c.max_running - c.running);
         c.taken = 0;
       }
-      // Serve the lowest virtual time first, one operation at a time.
-      const picks: Array<{ seq: number; c: Candidate }> = [];
-      while (picks.length < want) {
-        let best: Candidate | undefined;
-        for (const c of fresh) if (c.taken < c.ops.length && (!best || c.vtime < best.vtime)) best = c;
-        if (!best) break;
-        picks.push({ seq: best.ops[best.taken]!, c: best });
-        best.taken++;
-        best.vtime += 1 / best.weight;
-      }
+      const ready = ctx.stmt(
+        `SELECT seq FROM operations
+         WHERE class = ? AND tenant = ? AND state = 'queued' AND run_after <= ?
+         ORDER BY run_after, seq LIMIT ?`,
+      );
+      readShares(fresh, want, (c, limit) =>
+        (ready.all(p.class, c.tenant, now, limit) as Array<{ seq: number }>).map((r) => r.seq),
+      );
+      const picks = serve(fresh, want);
       const update = ctx.stmt(
         `UPDATE operations SET state = 'running', attempt = attempt + 1, epoch = epoch + 1, started_at = ?,
            lease_owner = ?, lease_expires_at = ?, updated_at = ?

@@ -45,6 +45,27 @@ export function schedulingCases(t: CaseRegistry): void {
       expect(rows.map((r) => r.tenant).sort()).toEqual(['North', 'South']);
     });
 
+    g.test(
+      'a tenant with fewer ready than its share hands its turns to the others, in order',
+      async ({ store }) => {
+        // Shares of a claim of 6 over three tenants tied on virtual time: 2 each. Bravo has 1, so
+        // its second turn goes to whoever is next by virtual time: Charlie, then Alpha.
+        await enqueue(store, 'Alpha', 3);
+        await enqueue(store, 'Bravo', 1);
+        await enqueue(store, 'Charlie', 5);
+        const rows = await claim(store, { limit: 6 });
+        expect(rows.map((r) => r.tenant)).toEqual(['Alpha', 'Bravo', 'Charlie', 'Alpha', 'Charlie', 'Alpha']);
+        expect(rows.map((r) => r.id)).toEqual([
+          'Alpha-default-0',
+          'Bravo-default-0',
+          'Charlie-default-0',
+          'Alpha-default-1',
+          'Charlie-default-1',
+          'Alpha-default-2',
+        ]);
+      },
+    );
+
     g.test('claims rotate across tenants', async ({ store }) => {
       await enqueue(store, 'North', 10);
       await enqueue(store, 'South', 10);
