@@ -38,25 +38,22 @@ const here = dirname(fileURLToPath(import.meta.url));
 const benchRoot = join(here, '..');
 const repoRoot = join(benchRoot, '..');
 
+/** A Sluice scenario on each store: the variant names the store. */
+const onBothStores = (...scenarios: ScenarioName[]): CaseDef[] =>
+  scenarios.flatMap((scenario) => [
+    { scenario, variant: 'sqlite', store: 'sqlite' as const },
+    { scenario, variant: 'pg', store: 'pg' as const },
+  ]);
+
 function casesOf(o: Options): CaseDef[] {
   const all: CaseDef[] = [
     { scenario: 'limit-pg', variant: '1', store: 'pg' },
     { scenario: 'limit-pg', variant: '16', store: 'pg' },
     { scenario: 'limit-sqlite', variant: 'FULL', store: 'sqlite' },
     { scenario: 'limit-sqlite', variant: 'NORMAL', store: 'sqlite' },
-    { scenario: 'submit-one', variant: 'sqlite', store: 'sqlite' },
-    { scenario: 'submit-one', variant: 'pg', store: 'pg' },
-    { scenario: 'process-effect', variant: 'sqlite', store: 'sqlite' },
-    { scenario: 'process-effect', variant: 'pg', store: 'pg' },
-    { scenario: 'process-plain', variant: 'sqlite', store: 'sqlite' },
-    { scenario: 'process-plain', variant: 'pg', store: 'pg' },
+    ...onBothStores('submit-one', 'process-effect', 'process-plain'),
     ...PEER_CASES,
-    { scenario: 'http-submit', variant: 'sqlite', store: 'sqlite' },
-    { scenario: 'http-submit', variant: 'pg', store: 'pg' },
-    { scenario: 'admission-caps', variant: 'sqlite', store: 'sqlite' },
-    { scenario: 'admission-caps', variant: 'pg', store: 'pg' },
-    { scenario: 'backlog', variant: 'sqlite', store: 'sqlite' },
-    { scenario: 'backlog', variant: 'pg', store: 'pg' },
+    ...onBothStores('http-submit', 'admission-caps', 'backlog'),
   ];
   return all.filter(
     (c) => o.scenarios.includes(c.scenario) && o.stores.includes(c.store) && (o.peers || !isPeer(c)),

@@ -42,6 +42,28 @@ const perOpKb =
 
 const count = (x: number) => Math.round(x).toLocaleString('en-US');
 
+type Phase = 'Backlog' | 'Empty';
+
+/** A figure with the backlog beside the same figure on the empty queue; `at` reads it per phase. */
+const vsEmpty = (
+  what: string,
+  unit: string,
+  digits: number,
+  at: (phase: Phase) => Pick,
+  target?: Line['target'],
+): Line => ({
+  what,
+  unit,
+  digits,
+  value: at('Backlog'),
+  baseline: { what: 'the same, empty queue', value: at('Empty') },
+  ...(target ? { target } : {}),
+});
+/** `info.<name>Backlog` and `info.<name>Empty`. */
+const infoAt = (name: string) => (phase: Phase) => info(`${name}${phase}`);
+/** `perOp['backlog.<key>']` and `perOp['empty.<key>']`, in kB. */
+const kbAt = (key: string) => (phase: Phase) => perOpKb(`${phase.toLowerCase()}.${key}`);
+
 function linesOf(c: CaseDef, runs: CaseResult[]): Line[] {
   const first = runs[0];
   switch (c.scenario) {
@@ -98,14 +120,11 @@ function linesOf(c: CaseDef, runs: CaseResult[]): Line[] {
       const tenants = first ? count(Number(first.info.tenants)) : '?';
       const n = first ? count(Number(first.info.n)) : '?';
       return [
-        {
-          what: `claim call latency, ${size} waiting over ${tenants} tenants`,
-          unit: 'ms',
-          digits: 2,
-          value: info('claimMsBacklog'),
-          baseline: { what: 'the same, empty queue', value: info('claimMsEmpty') },
-          target: { on: 'ratio', op: '≤', bound: 2 },
-        },
+        vsEmpty(`claim call latency, ${size} waiting over ${tenants} tenants`, 'ms', 2, infoAt('claimMs'), {
+          on: 'ratio',
+          op: '≤',
+          bound: 2,
+        }),
         {
           what: `processing the first ${n}, with the backlog`,
           unit: 'ops/s',
@@ -114,14 +133,11 @@ function linesOf(c: CaseDef, runs: CaseResult[]): Line[] {
           baseline: { what: `${n} alone`, value: fig('empty') },
           target: { on: 'ratio', op: '≥', bound: 0.5 },
         },
-        {
-          what: 'worker RSS, peak while processing, with the backlog',
-          unit: 'MB',
-          digits: 0,
-          value: info('rssPeakMbBacklog'),
-          baseline: { what: 'the same, empty queue', value: info('rssPeakMbEmpty') },
-          target: { on: 'value', op: '<', bound: 200 },
-        },
+        vsEmpty('worker RSS, peak while processing, with the backlog', 'MB', 0, infoAt('rssPeakMb'), {
+          on: 'value',
+          op: '<',
+          bound: 200,
+        }),
         {
           what: 'worker peak RSS since start (VmHWM), with the backlog',
           unit: 'MB',
@@ -140,14 +156,13 @@ function linesOf(c: CaseDef, runs: CaseResult[]): Line[] {
         ...(c.store === 'pg'
           ? pgLines(first)
           : [
-              {
-                // SQLite writes its WAL and checkpoints in the worker process itself.
-                what: 'written to disk by the worker process per operation, with the backlog',
-                unit: 'kB',
-                digits: 1,
-                value: perOpKb('backlog.diskWriteBytes'),
-                baseline: { what: 'the same, empty queue', value: perOpKb('empty.diskWriteBytes') },
-              },
+              // SQLite writes its WAL and checkpoints in the worker process itself.
+              vsEmpty(
+                'written to disk by the worker process per operation, with the backlog',
+                'kB',
+                1,
+                kbAt('diskWriteBytes'),
+              ),
             ]),
       ];
     }
@@ -160,27 +175,9 @@ function linesOf(c: CaseDef, runs: CaseResult[]): Line[] {
 function pgLines(first: CaseResult | undefined): Line[] {
   const whatIf = `after ANALYZE (what-if: autovacuum=${first?.info.autovacuum ?? '?'} on this server)`;
   return [
-    {
-      what: 'queue-table entries read per claim call, with the backlog',
-      unit: '',
-      digits: 0,
-      value: info('queueReadsPerClaimBacklog'),
-      baseline: { what: 'the same, empty queue', value: info('queueReadsPerClaimEmpty') },
-    },
-    {
-      what: 'operation entries read per claim call, with the backlog',
-      unit: '',
-      digits: 0,
-      value: info('opReadsPerClaimBacklog'),
-      baseline: { what: 'the same, empty queue', value: info('opReadsPerClaimEmpty') },
-    },
-    {
-      what: 'WAL written per operation processed, with the backlog',
-      unit: 'kB',
-      digits: 1,
-      value: perOpKb('backlog.walBytes'),
-      baseline: { what: 'the same, empty queue', value: perOpKb('empty.walBytes') },
-    },
+    vsEmpty('queue-table entries read per claim call, with the backlog', '', 0, infoAt('queueReadsPerClaim')),
+    vsEmpty('operation entries read per claim call, with the backlog', '', 0, infoAt('opReadsPerClaim')),
+    vsEmpty('WAL written per operation processed, with the backlog', 'kB', 1, kbAt('walBytes')),
     {
       what: `claim call latency with the backlog, ${whatIf}`,
       unit: 'ms',
