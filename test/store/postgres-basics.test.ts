@@ -88,6 +88,7 @@ describe('migrations', () => {
         { version: 3, name: 'journal_batch' },
         { version: 4, name: 'set_based' },
         { version: 5, name: 'claim_shares' },
+        { version: 6, name: 'plans' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace

@@ -5,11 +5,13 @@
  * a retry that goes back through the queue. Then how a worker finds work with polling out of the
  * picture (a poll interval longer than the test): announced work by NOTIFY, and the two kinds
  * of work nothing announces — a backlog deeper than the slots, a capped tenant's next operation —
- * by claiming when a slot frees; and no claim at all when the queue is drained.
+ * by claiming when a slot frees; and no claim at all when the queue is drained. Last, that the
+ * plans a connection made while the tables were empty still find rows by key once they are large.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { Retryable, type SluiceOptions } from '../../src/index.js';
+import type { PostgresStore } from '../../src/store/postgres/index.js';
 import type { Store } from '../../src/store/store.js';
 import { ProviderStub } from '../../src/testing/index.js';
 import { defineCharge, O7 } from '../helpers/charge-kind.js';
@@ -180,4 +182,69 @@ describe('a worker on PostgreSQL without polling', () => {
     const done = await Promise.all(refs.map((r) => producer.sluice.wait(r, { timeoutMs: 15_000 })));
     expect(done.map((o) => o.state)).toEqual(refs.map(() => 'succeeded'));
   }, 20_000);
+});
+
+/**
+ * Rows the server read from `operations` on the store's one connection: sequential scan rows plus
+ * rows fetched through indexes, from the statistics, after making that connection publish its own
+ * (PostgreSQL 15 backends otherwise publish them at most once a second, when idle).
+ */
+async function rowsRead(store: PostgresStore, schema: string): Promise<number> {
+  await store.context.pool.query('SELECT pg_stat_force_next_flush()');
+  const { rows } = await store.context.pool.query(
+    `SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) AS n
+       FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'operations'`,
+    [schema],
+  );
+  return Number(rows[0].n);
+}
+
+describe('plans on PostgreSQL', () => {
+  it('keep finding rows by key after a table grows under plans made while it was empty', async () => {
+    const schema = db.freshSchema();
+    // One connection: every statement of the engine, and every plan it caches, is on it.
+    const store = db.store({ schema, poolSize: 1 });
+    const h = await harness({ store });
+    open.push(h);
+    const provider = new ProviderStub();
+    defineCharge(h.sluice, provider);
+    h.sluice.define('noop', { input: z.object({ n: z.number() }), run: ({ n }) => n });
+    const admin = await db.client();
+    try {
+      // An ANALYZE would replace the plans this is about; autovacuum may not run one meanwhile.
+      for (const table of ['operations', 'queues', 'classes', 'attempts', 'effects', 'events'])
+        await admin.query(`ALTER TABLE "${schema}".${table} SET (autovacuum_enabled = false)`);
+      h.worker().start();
+      // One at a time, more than the five calls after which PostgreSQL may cache a generic plan:
+      // submit, claim, the journal's two writes and the finish, each planned on nearly empty tables.
+      const runOne = async (id: string, i: number) => {
+        const charge = i % 2 === 0;
+        await h.sluice.submit({
+          tenant: 'North',
+          id,
+          kind: charge ? 'charge' : 'noop',
+          input: charge ? { invoice: i, amount_cents: 100 + i } : { n: i },
+        });
+        expect((await h.sluice.wait({ tenant: 'North', id })).state).toBe('succeeded');
+      };
+      for (let i = 0; i < 8; i++) await runOne(`warm${i}`, i);
+      // The table grows by 20,000 rows, finished and waiting, none of them North's.
+      await admin.query(
+        `INSERT INTO "${schema}".operations (tenant, id, kind, class, digest, input, state, max_attempts,
+                                            run_after, created_at, updated_at, finished_at)
+         SELECT 'Bulk', 'b' || g, 'noop', CASE WHEN g % 2 = 0 THEN 'default' ELSE 'elsewhere' END, 'd', '{}',
+                CASE WHEN g % 2 = 0 THEN 'succeeded' ELSE 'queued' END, 1, 0, 0, 0,
+                CASE WHEN g % 2 = 0 THEN 0 END
+           FROM generate_series(1, 20000) g`,
+      );
+      const before = await rowsRead(store, schema);
+      const n = 10;
+      for (let i = 0; i < n; i++) await runOne(`op${i}`, 100 + i);
+      const perOperation = ((await rowsRead(store, schema)) - before) / n;
+      // By key, an operation's whole life reads a few dozen rows; one scan of the table, 20,000.
+      expect(perOperation).toBeLessThan(200);
+    } finally {
+      await admin.end();
+    }
+  }, 30_000);
 });
