@@ -190,3 +190,26 @@ export async function startPostgres(): Promise<PgTestDatabase> {
     },
   };
 }
+
+/**
+ * Rows the server has read from `tables` of `schema`, counting a store's own connection: rows of
+ * sequential scans plus rows fetched through indexes, from the statistics. The store's connection
+ * is first made to publish its counters (a PostgreSQL 15 backend otherwise publishes them at most
+ * once a second, when idle), so use a store with `poolSize: 1`.
+ */
+export async function rowsRead(store: PostgresStore, schema: string, tables: string[]): Promise<number> {
+  const pool = store.context.pool;
+  await pool.query('SELECT pg_stat_force_next_flush()');
+  const { rows } = await pool.query(
+    `SELECT coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0) AS n
+       FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = ANY ($2)`,
+    [schema, tables],
+  );
+  return Number(rows[0].n);
+}
+
+/** Keeps autovacuum (and its ANALYZE, which would replace cached plans) off `tables` of `schema`. */
+export async function withoutAutovacuum(client: pg.Client, schema: string, tables: string[]): Promise<void> {
+  for (const table of tables)
+    await client.query(`ALTER TABLE "${schema}".${table} SET (autovacuum_enabled = false)`);
+}

@@ -11,12 +11,11 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { Retryable, type SluiceOptions } from '../../src/index.js';
-import type { PostgresStore } from '../../src/store/postgres/index.js';
 import type { Store } from '../../src/store/store.js';
 import { ProviderStub } from '../../src/testing/index.js';
 import { defineCharge, O7 } from '../helpers/charge-kind.js';
 import { type Harness, harness } from '../helpers/engine.js';
-import { type PgTestDatabase, startPostgres } from '../helpers/postgres.js';
+import { type PgTestDatabase, rowsRead, startPostgres, withoutAutovacuum } from '../helpers/postgres.js';
 
 let db: PgTestDatabase;
 const open: Harness[] = [];
@@ -184,21 +183,6 @@ describe('a worker on PostgreSQL without polling', () => {
   }, 20_000);
 });
 
-/**
- * Rows the server read from `operations` on the store's one connection: sequential scan rows plus
- * rows fetched through indexes, from the statistics, after making that connection publish its own
- * (PostgreSQL 15 backends otherwise publish them at most once a second, when idle).
- */
-async function rowsRead(store: PostgresStore, schema: string): Promise<number> {
-  await store.context.pool.query('SELECT pg_stat_force_next_flush()');
-  const { rows } = await store.context.pool.query(
-    `SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) AS n
-       FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'operations'`,
-    [schema],
-  );
-  return Number(rows[0].n);
-}
-
 describe('plans on PostgreSQL', () => {
   it('keep finding rows by key after a table grows under plans made while it was empty', async () => {
     const schema = db.freshSchema();
@@ -212,8 +196,14 @@ describe('plans on PostgreSQL', () => {
     const admin = await db.client();
     try {
       // An ANALYZE would replace the plans this is about; autovacuum may not run one meanwhile.
-      for (const table of ['operations', 'queues', 'classes', 'attempts', 'effects', 'events'])
-        await admin.query(`ALTER TABLE "${schema}".${table} SET (autovacuum_enabled = false)`);
+      await withoutAutovacuum(admin, schema, [
+        'operations',
+        'queues',
+        'classes',
+        'attempts',
+        'effects',
+        'events',
+      ]);
       h.worker().start();
       // One at a time, more than the five calls after which PostgreSQL may cache a generic plan:
       // submit, claim, the journal's two writes and the finish, each planned on nearly empty tables.
@@ -237,10 +227,10 @@ describe('plans on PostgreSQL', () => {
                 CASE WHEN g % 2 = 0 THEN 0 END
            FROM generate_series(1, 20000) g`,
       );
-      const before = await rowsRead(store, schema);
+      const before = await rowsRead(store, schema, ['operations']);
       const n = 10;
       for (let i = 0; i < n; i++) await runOne(`op${i}`, 100 + i);
-      const perOperation = ((await rowsRead(store, schema)) - before) / n;
+      const perOperation = ((await rowsRead(store, schema, ['operations'])) - before) / n;
       // By key, an operation's whole life reads a few dozen rows; one scan of the table, 20,000.
       expect(perOperation).toBeLessThan(200);
     } finally {

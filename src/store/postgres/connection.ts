@@ -62,8 +62,11 @@ export interface PgContext {
   now(): number | null;
   /** One statement in its own transaction on a pooled connection; deadlocks are retried. */
   query: Query;
-  /** `fn` in one READ COMMITTED transaction on one connection; deadlocks are retried. */
-  tx<T>(fn: (query: Query) => Promise<T>): Promise<T>;
+  /**
+   * `fn` in one READ COMMITTED transaction on one connection; deadlocks are retried. With
+   * `planEach`, every statement is planned for its parameters on each run (see `run`).
+   */
+  tx<T>(fn: (query: Query) => Promise<T>, options?: { planEach?: boolean }): Promise<T>;
   /** Statements on a caller's client, inside the caller's transaction: no BEGIN, no retry. */
   on(client: pg.ClientBase): Query;
 }
@@ -122,11 +125,21 @@ export function openPostgres(options: PostgresOptions): PgContext {
     }
     return p;
   };
+  /**
+   * Statements are named prepared statements: parsed once per connection, and after five runs
+   * PostgreSQL may keep a generic plan for the connection's lifetime, costed with the statistics
+   * of that moment. Right for the hot path's calls (key lookups, or functions that plan their own
+   * statements, migration 6); wrong for a scan whose best plan depends on how big the table has
+   * grown since, such as maintenance's range reads: a plan made on an empty table stays a full
+   * scan. `planEach` sends such statements unnamed, planned for their parameters on every run.
+   */
   const run =
-    (client: pg.ClientBase): Query =>
+    (client: pg.ClientBase, planEach = false): Query =>
     async <R>(sql: string, values: unknown[] = []): Promise<R[]> => {
       const p = prepared(sql);
-      const res = await client.query({ name: p.name, text: p.text, values });
+      const res = await client.query(
+        planEach ? { text: p.text, values } : { name: p.name, text: p.text, values },
+      );
       return res.rows as R[];
     };
 
@@ -199,12 +212,12 @@ export function openPostgres(options: PostgresOptions): PgContext {
           throw error;
         }
       }),
-    tx: <T>(fn: (query: Query) => Promise<T>) =>
+    tx: <T>(fn: (query: Query) => Promise<T>, txOptions: { planEach?: boolean } = {}) =>
       retrying(async () => {
         const client = await checkout();
         try {
           await client.query('BEGIN');
-          const out = await fn(run(client));
+          const out = await fn(run(client, txOptions.planEach));
           await client.query('COMMIT');
           client.release();
           return out;

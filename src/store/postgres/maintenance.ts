@@ -11,10 +11,14 @@
  *
  * The rescuer decides with core/decisions.ts `afterLeaseExpiry`, on facts read from the journal
  * after the rows are locked (a later statement: it sees every effect written before the lock).
+ *
+ * Both plan their statements on every run (`planEach`): they read ranges (leases expired by now,
+ * rows finished before the cutoff) of tables that grow from empty, and a plan cached for the
+ * connection while a table was small stays a full scan once it is large.
  */
 import { afterLeaseExpiry } from '../../core/decisions.js';
 import type { PurgeParams, RescuedOperation, RescueParams } from '../types.js';
-import type { PgContext } from './connection.js';
+import type { PgContext, Query } from './connection.js';
 import { jsonText, ms, num, type PgRow } from './rows.js';
 
 interface Expired extends PgRow {
@@ -34,9 +38,14 @@ interface Expired extends PgRow {
   tx_now: string;
 }
 
+/** One transaction of maintenance: its statements are planned on every run (module header). */
+function maintenanceTx<T>(ctx: PgContext, fn: (q: Query) => Promise<T>): Promise<T> {
+  return ctx.tx(fn, { planEach: true });
+}
+
 /** Moves up to `p.limit` operations whose lease expired back to the queue, or parks them. */
 export function rescue(ctx: PgContext, p: RescueParams): Promise<RescuedOperation[]> {
-  return ctx.tx(async (q) => {
+  return maintenanceTx(ctx, async (q) => {
     const expired = await q<Expired>(
       `SELECT o.*, t.now AS tx_now FROM (SELECT {s}.now_ms($1::bigint) AS now) t, {s}.operations o
         WHERE o.state = 'running' AND o.lease_expires_at < t.now
@@ -142,7 +151,7 @@ export function purge(
   ctx: PgContext,
   p: PurgeParams,
 ): Promise<{ purged: number; tombstonesDeleted: number }> {
-  return ctx.tx(async (q) => {
+  return maintenanceTx(ctx, async (q) => {
     const [clock] = await q<{ now: string }>('SELECT {s}.now_ms($1::bigint) AS now', [ctx.now()]);
     const now = num(clock!.now)!;
     const old = await q<{
