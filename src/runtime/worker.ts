@@ -8,7 +8,10 @@
  * A freed slot is worth a claim when work may be waiting that nothing will announce: the last
  * claim filled every free slot (there may be more), the attempt's tenant has a running cap (its
  * next operation became claimable), or the store announces nothing. Otherwise a claim there would
- * find nothing, and one in flight delays the claim that a wake-up asks for meanwhile.
+ * find nothing, and one in flight delays the claim that a wake-up asks for meanwhile. A claim that
+ * came back short while another transaction held what it needed (`ClaimResult.contended`) is
+ * repeated after a short pause, doubling up to the poll interval while it keeps happening: the
+ * lock lasts one transaction, and what it hid may be announced by nothing.
  *
  * The worker also runs the process-wide heartbeat and the maintenance services (rescuer,
  * retention), and on `stop()` shuts down gracefully: no new claims, running attempts get a grace
@@ -43,6 +46,9 @@ import { type AttemptReport, runAttempt } from './attempt.js';
 import { Batcher } from './batcher.js';
 import type { Kind } from './kinds.js';
 import { TempDirs } from './temp-dirs.js';
+
+/** The first pause before claiming again after a contended claim: about one commit. */
+const CONTENDED_FIRST_MS = 2;
 
 export interface WorkerOptions {
   /** Slots per class in this process. Classes not listed get `defaultSlots`. */
@@ -273,6 +279,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   private async loop(cls: string, slots: number): Promise<void> {
     let failures = 0;
+    // After a claim that may have left work behind under another transaction's lock: the pause
+    // before the next, doubled while it keeps happening (a lock lasts one transaction).
+    let contendedMs = 0;
     while (this.state === 'running') {
       const free = slots - this.active(cls);
       if (free <= 0) {
@@ -284,8 +293,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
       let rows: OperationRow[];
       let now: number;
       let capped: ReadonlySet<string> | undefined;
+      let contended: boolean | undefined;
       try {
-        ({ rows, now, capped } = await this.env.store.operationClaimMany({
+        ({ rows, now, capped, contended } = await this.env.store.operationClaimMany({
           class: cls,
           owner: this.id,
           limit: free,
@@ -305,8 +315,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
       }
       this.slotBound.set(cls, rows.length >= free);
       for (const row of rows) this.launch(cls, row, now, capped?.has(row.tenant) ?? false);
+      contendedMs = contended
+        ? Math.min(this.pollIntervalMs, Math.max(CONTENDED_FIRST_MS, contendedMs * 2))
+        : 0;
       if (rows.length < free && this.state === 'running')
-        await this.env.wakeup.wait(cls, this.pollIntervalMs);
+        await this.env.wakeup.wait(cls, contended ? contendedMs : this.pollIntervalMs);
     }
   }
 

@@ -176,6 +176,12 @@ export interface ClaimResult {
    * announces that. Only stores that announce work (`Store.announcesWork`) need to tell.
    */
   capped?: ReadonlySet<string>;
+  /**
+   * Short of its limit, the claim may have left ready work behind: another transaction held what
+   * it needed (PostgreSQL's `SKIP LOCKED` passed over it), or work became ready meanwhile. Claim
+   * again soon; nothing else may announce that work. Stores with one writer at a time never set it.
+   */
+  contended?: boolean;
 }
 
 export interface LeaseStatus {

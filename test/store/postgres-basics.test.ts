@@ -95,6 +95,7 @@ describe('migrations', () => {
         { version: 4, name: 'set_based' },
         { version: 5, name: 'claim_shares' },
         { version: 6, name: 'plans' },
+        { version: 7, name: 'claim_contended' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
@@ -256,6 +257,29 @@ describe('claim', () => {
         leaseMs: 1000,
       });
       expect(again.rows.map((r) => r.id).sort()).toEqual(['a1', 'b1']);
+    } finally {
+      await holder.end();
+    }
+  });
+
+  it('says it may have left work behind when another transaction held a tenant', async () => {
+    const [store] = await processes(1);
+    await store!.operationSubmitMany([item({ id: 'a' })]);
+    const claim = () =>
+      store!.operationClaimMany({ class: 'default', owner: 'w', limit: 4, leaseMs: 60_000 });
+    const holder = await db.client();
+    try {
+      // North's queue row held until commit, as a submit or a finish of North's holds it.
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM "${store!.context.schema}".queues WHERE tenant = 'North' FOR UPDATE`);
+      const held = await claim();
+      expect(held.rows).toEqual([]);
+      expect(held.contended).toBe(true);
+      await holder.query('COMMIT');
+      const free = await claim();
+      expect(free.rows.map((r) => r.id)).toEqual(['a']);
+      expect(free.contended).toBe(false);
+      expect((await claim()).contended).toBe(false);
     } finally {
       await holder.end();
     }

@@ -12,6 +12,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { Retryable, type SluiceOptions } from '../../src/index.js';
 import type { Store } from '../../src/store/store.js';
+import type { ClaimResult } from '../../src/store/types.js';
 import { ProviderStub } from '../../src/testing/index.js';
 import { defineCharge, O7 } from '../helpers/charge-kind.js';
 import { type Harness, harness } from '../helpers/engine.js';
@@ -124,10 +125,13 @@ async function producerAndWorker(sluice?: Partial<SluiceOptions>) {
   open.push(producer);
   const store: Store = db.store({ schema, poolSize: 2 });
   let claims = 0;
+  let around: ((claim: () => Promise<ClaimResult>) => Promise<ClaimResult>) | undefined;
   const claim = store.operationClaimMany.bind(store);
   store.operationClaimMany = (params) => {
     claims++;
-    return claim(params);
+    const wrap = around;
+    around = undefined;
+    return wrap ? wrap(() => claim(params)) : claim(params);
   };
   let listening: Promise<unknown> | undefined;
   const subscribe = store.subscribe!.bind(store);
@@ -140,9 +144,14 @@ async function producerAndWorker(sluice?: Partial<SluiceOptions>) {
   for (const h of [producer, consumer])
     h.sluice.define('noop', { input: z.object({ n: z.number() }), run: ({ n }) => n });
   return {
+    schema,
     producer,
     consumer,
     claims: () => claims,
+    /** Runs the worker's next claim inside `wrap`. */
+    aroundNextClaim(wrap: (claim: () => Promise<ClaimResult>) => Promise<ClaimResult>) {
+      around = wrap;
+    },
     async start(slots: number) {
       consumer.worker({ pollIntervalMs: NO_POLL_MS, slots: { default: slots } }).start();
       await listening;
@@ -163,6 +172,34 @@ describe('a worker on PostgreSQL without polling', () => {
     // One claim per NOTIFY; a claim after each ended attempt (the queue drained) would double it.
     expect(claims() - before).toBe(n);
   });
+
+  it('claims again soon when a lock another transaction held hid announced work', async () => {
+    const { schema, producer, aroundNextClaim, start } = await producerAndWorker();
+    await start(4);
+    await producer.sluice.submit({ tenant: 'North', id: 'first', kind: 'noop', input: { n: 0 } });
+    expect((await producer.sluice.wait({ tenant: 'North', id: 'first' })).state).toBe('succeeded');
+    // The claim this submit's NOTIFY asks for runs while North's queue row is held, as a finish
+    // or a submit of North's holds it until its commit; nothing announces the work again.
+    const holder = await db.client();
+    let held: ClaimResult | undefined;
+    try {
+      aroundNextClaim(async (claim) => {
+        await holder.query('BEGIN');
+        await holder.query(`SELECT 1 FROM "${schema}".queues WHERE tenant = 'North' FOR UPDATE`);
+        held = await claim();
+        await holder.query('COMMIT');
+        return held;
+      });
+      await producer.sluice.submit({ tenant: 'North', id: 'hidden', kind: 'noop', input: { n: 1 } });
+      expect(
+        (await producer.sluice.wait({ tenant: 'North', id: 'hidden' }, { timeoutMs: 15_000 })).state,
+      ).toBe('succeeded');
+      expect(held?.rows).toEqual([]);
+      expect(held?.contended).toBe(true);
+    } finally {
+      await holder.end();
+    }
+  }, 20_000);
 
   it('claims again as slots free while a backlog deeper than the slots waits', async () => {
     const { producer, start } = await producerAndWorker();

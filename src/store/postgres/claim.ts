@@ -15,12 +15,19 @@
  * tenant has a running cap in the class (read with the statement's snapshot, from before the
  * claim: the cap is set at submit, so it is already there), which the worker needs to know
  * (ClaimResult.capped).
+ *
+ * A claim short of its limit also says whether it may have left ready work behind
+ * (ClaimResult.contended, migration 7): a tenant with ready work that it did not serve, most
+ * often because another transaction (a submit, a finish, another claimer) held the tenant's queue
+ * row, which `SKIP LOCKED` passes over.
  */
 import type { ClaimParams, ClaimResult } from '../types.js';
 import type { PgContext } from './connection.js';
 import { ms, num, type PgRow, toOperationRow } from './rows.js';
 
-const SQL = `SELECT n.now AS claim_now, c.*,
+// The function has run to completion before the first row is projected (a PL/pgSQL set-returning
+// function fills its result before returning it), so `claim_contended` reads what it set.
+const SQL = `SELECT n.now AS claim_now, current_setting('sluice.claim_contended', true) = 'on' AS claim_contended, c.*,
        (SELECT q.max_running IS NOT NULL FROM {s}.queues q WHERE q.class = c.class AND q.tenant = c.tenant)
          AS claim_capped
   FROM (SELECT {s}.now_ms($5::bigint) AS now) n
@@ -28,7 +35,9 @@ const SQL = `SELECT n.now AS claim_now, c.*,
 
 /** Claims up to `p.limit` ready operations of `p.class` for `p.owner`, one round trip. */
 export async function claimMany(ctx: PgContext, p: ClaimParams): Promise<ClaimResult> {
-  const rows = await ctx.query<PgRow & { claim_now: string; claim_capped: boolean | null }>(SQL, [
+  const rows = await ctx.query<
+    PgRow & { claim_now: string; claim_contended: boolean | null; claim_capped: boolean | null }
+  >(SQL, [
     p.class,
     p.owner,
     p.limit,
@@ -40,5 +49,5 @@ export async function claimMany(ctx: PgContext, p: ClaimParams): Promise<ClaimRe
   const now = num(rows[0]?.claim_now) ?? Date.now();
   const claimed = rows.filter((r) => r.seq !== null);
   const capped = new Set(claimed.filter((r) => r.claim_capped).map((r) => String(r.tenant)));
-  return { now, rows: claimed.map(toOperationRow), capped };
+  return { now, rows: claimed.map(toOperationRow), capped, contended: rows[0]?.claim_contended === true };
 }
