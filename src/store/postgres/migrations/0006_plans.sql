@@ -20,7 +20,8 @@
 -- are updated on every submit, claim and finish, each update leaves index entries behind, and a
 -- bitmap scan read all of them again on every call until the next vacuum; an index scan marks
 -- them as it passes, and the next scans skip them. A statement with no usable index still runs
--- (a disabled scan is only priced out); the store's schema test proves every hot path keyed.
+-- (a disabled scan is only priced out). The engine's test "plans on PostgreSQL" makes the plans on
+-- empty tables, grows the table by 20,000 rows and counts the rows the server reads per operation.
 
 ALTER FUNCTION budget_draw(bigint,text[],bigint[],bigint[],bigint[],boolean[])
   SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_bitmapscan = off;
