@@ -96,6 +96,7 @@ describe('migrations', () => {
         { version: 5, name: 'claim_shares' },
         { version: 6, name: 'plans' },
         { version: 7, name: 'claim_contended' },
+        { version: 8, name: 'fair_order_single' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace

@@ -40,8 +40,8 @@ const MAX_ROUNDS = 4;
 /**
  * The order in which a claim round serves its candidates, as their indexes: the lowest virtual
  * time first (ties: the earlier candidate), each advanced by 1 / weight per operation and served
- * at most `supply[k]`, `want` operations in all. The PostgreSQL claim (migration 5, `fair_order`)
- * is the same loop.
+ * at most `supply[k]`, `want` operations in all. The PostgreSQL claim (`fair_order`, migration 5,
+ * with migration 8's short way for one candidate) is the same loop; a property test compares them.
  */
 export function serviceOrder(
   candidates: ReadonlyArray<Pick<Candidate, 'vtime' | 'weight'>>,
