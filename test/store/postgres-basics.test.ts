@@ -104,6 +104,17 @@ describe('migrations', () => {
         [schema],
       );
       expect(fns.rows.map((r) => r.proname)).toContain('claim');
+      // Migration 6's plan settings on every function that runs statements; a later
+      // CREATE OR REPLACE that forgot to state them again would drop them.
+      const unplanned = await client.query(
+        `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+          WHERE n.nspname = $1 AND p.proname NOT IN ('now_ms', 'fair_order', 'wakeup_channel')
+            AND NOT (coalesce(p.proconfig, '{}') @> ARRAY['plan_cache_mode=force_generic_plan',
+                                                            'enable_seqscan=off', 'enable_bitmapscan=off'])
+          ORDER BY 1`,
+        [schema],
+      );
+      expect(unplanned.rows).toEqual([]);
       // Nothing leaked into the caller's search_path or the public schema.
       const leaked = await client.query(`SELECT to_regclass('public.operations') AS t`);
       expect(leaked.rows[0].t).toBeNull();

@@ -11,7 +11,7 @@
 -- transaction-local setting `sluice.claim_contended`, which the calling statement returns with
 -- the rows. The store reports it (`ClaimResult.contended`), and the worker claims again after a
 -- short pause rather than waiting for a wake-up. The look costs one index read, bounded like the
--- candidate query before it, and only on claims that came back short.
+-- candidate query before it, on claims that came back short: at a low rate, most claims.
 
 CREATE OR REPLACE FUNCTION claim(p_class text, p_owner text, p_limit integer, p_lease_ms bigint, p_now bigint,
                       p_bucket_ms bigint, p_shard integer)
