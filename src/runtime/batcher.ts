@@ -6,10 +6,26 @@
  * while the current one commits, which is what lets throughput grow with load.
  */
 
+/**
+ * Returns a function that runs `fn` once on the next turn of the event loop (setImmediate),
+ * however often it is called before then: every call made in this turn joins the same run.
+ */
+export function nextTurn(fn: () => void): () => void {
+  let scheduled = false;
+  return () => {
+    if (scheduled) return;
+    scheduled = true;
+    setImmediate(() => {
+      scheduled = false;
+      fn();
+    });
+  };
+}
+
 export class Batcher<In, Out> {
   private queue: Array<{ item: In; resolve: (out: Out) => void; reject: (error: unknown) => void }> = [];
   private running = false;
-  private scheduled = false;
+  private readonly kick = nextTurn(() => void this.flush());
   private idleWaiters: Array<() => void> = [];
 
   constructor(
@@ -31,13 +47,7 @@ export class Batcher<In, Out> {
   }
 
   private schedule(): void {
-    if (this.running || this.scheduled) return;
-    this.scheduled = true;
-    // setImmediate lets every call made in this turn of the event loop join the batch.
-    setImmediate(() => {
-      this.scheduled = false;
-      void this.flush();
-    });
+    if (!this.running) this.kick();
   }
 
   private async flush(): Promise<void> {

@@ -1,17 +1,20 @@
 /**
  * @module runtime/worker
  * A bounded pool of worker slots per workload class. Each class has its own claim loop, so a
- * flood in `bulk` can never occupy an `interactive` slot. A loop claims as many operations as it
- * has free slots, runs them, and sleeps until a wake-up (a local submit, another process's work
- * announced by the store), a freed slot worth a claim, or the poll interval.
+ * flood in `bulk` can never occupy an `interactive` slot. A loop claims for its free slots, runs
+ * what it got, and sleeps until a wake-up (a local submit, another process's work announced by
+ * the store), a freed slot worth a claim, or the poll interval. Claims and the attempts' ends go
+ * through one channel per class (runtime/class-channel.ts), which writes ends together and claims
+ * for their slots in the same call.
  *
  * A freed slot is worth a claim when work may be waiting that nothing will announce: the last
- * claim filled every free slot (there may be more), the attempt's tenant has a running cap (its
- * next operation became claimable), or the store announces nothing. Otherwise a claim there would
- * find nothing, and one in flight delays the claim that a wake-up asks for meanwhile. A claim that
- * came back short while another transaction held what it needed (`ClaimResult.contended`) is
- * repeated after a short pause, doubling up to the poll interval while it keeps happening: the
- * lock lasts one transaction, and what it hid may be announced by nothing.
+ * claim filled every slot it asked for (there may be more), the attempt's tenant has a running
+ * cap (its next operation became claimable), or the store announces nothing. Otherwise a claim
+ * there would find nothing, and one in flight delays the claim that a wake-up asks for meanwhile.
+ * A claim that came back short while another transaction held what it needed
+ * (`ClaimResult.contended`) is repeated after a short pause, doubling up to the poll interval
+ * while it keeps happening: the lock lasts one transaction, and what it hid may be announced by
+ * nothing.
  *
  * The worker also runs the process-wide heartbeat and the maintenance services (rescuer,
  * retention), and on `stop()` shuts down gracefully: no new claims, running attempts get a grace
@@ -35,6 +38,7 @@ import { PeriodicTask, purgeAll, type RetentionPolicy, rescueAll } from '../queu
 import type { Wakeup } from '../queue/wakeup.js';
 import type { Store } from '../store/store.js';
 import type {
+  ClaimParams,
   EffectBeginParams,
   EffectBeginResult,
   EffectMarkParams,
@@ -44,6 +48,7 @@ import type {
 } from '../store/types.js';
 import { type AttemptReport, runAttempt } from './attempt.js';
 import { Batcher } from './batcher.js';
+import { ClassChannel, type EndWritten } from './class-channel.js';
 import type { Kind } from './kinds.js';
 import { TempDirs } from './temp-dirs.js';
 
@@ -119,7 +124,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private announced = false;
   private readonly inflight = new Set<Promise<void>>();
   private readonly heartbeat: Heartbeat;
-  private readonly finisher: Batcher<FinishParams, boolean>;
+  private readonly channels = new Map<string, ClassChannel>();
   private readonly begins: Batcher<EffectBeginParams, Settled<EffectBeginResult>>;
   private readonly marks: Batcher<EffectMarkParams, boolean>;
   private readonly journal: Journal;
@@ -148,7 +153,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       this.log,
       options.heartbeatMs ?? Math.min(this.leaseMs / 3, 5000),
     );
-    this.finisher = new Batcher((items) => env.store.attemptFinishMany(items));
+    for (const [cls, n] of this.slots) if (n > 0) this.channels.set(cls, this.channel(cls, n));
     this.begins = new Batcher((items) => env.store.effectBeginMany(items));
     this.marks = new Batcher((items) => env.store.effectMarkMany(items));
     this.journal = batchedJournal(env.store, this.begins, this.marks);
@@ -255,7 +260,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }
     for (const controller of this.controllers.values()) controller.abort(new WorkerShutdown());
     await Promise.allSettled([...this.inflight]);
-    await Promise.all([this.finisher.idle(), this.begins.idle(), this.marks.idle()]);
+    await Promise.all([
+      ...[...this.channels.values()].map((c) => c.idle()),
+      this.begins.idle(),
+      this.marks.idle(),
+    ]);
     await this.heartbeat.stop();
     await Promise.all(this.tasks.map((t) => t.stop()));
     await (await this.unsubscribe)?.();
@@ -277,6 +286,34 @@ export class Worker extends EventEmitter<WorkerEvents> {
     return this.activeByClass.get(cls) ?? 0;
   }
 
+  private claimParams(cls: string, limit: number): ClaimParams {
+    return {
+      class: cls,
+      owner: this.id,
+      limit,
+      leaseMs: this.leaseMs,
+      retryBudget: this.env.retryBudget
+        ? { bucketMs: this.env.retryBudget.bucketMs, shard: this.shard }
+        : undefined,
+    };
+  }
+
+  private channel(cls: string, slots: number): ClassChannel {
+    return new ClassChannel(this.env.store, {
+      room: (ending) => (this.state === 'running' ? slots - this.active(cls) + ending : 0),
+      refill: (ends) => !this.announced || this.slotBound.get(cls) === true || ends.some((e) => e.capped),
+      claimParams: (limit) => this.claimParams(cls, limit),
+      launch: (result, limit, asked) => {
+        this.slotBound.set(cls, result.rows.length >= limit);
+        for (const row of result.rows)
+          this.launch(cls, row, result.now, result.capped?.has(row.tenant) ?? false);
+        // A claim that rode with ends alone and passed over work: the loop claims again (one
+        // the loop asked for, it retries itself after a pause).
+        if (result.contended && !asked) this.env.wakeup.notify(cls);
+      },
+    });
+  }
+
   private async loop(cls: string, slots: number): Promise<void> {
     let failures = 0;
     // After a claim that may have left work behind under another transaction's lock: the pause
@@ -290,20 +327,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
         continue;
       }
       this.env.wakeup.consume(cls);
-      let rows: OperationRow[];
-      let now: number;
-      let capped: ReadonlySet<string> | undefined;
-      let contended: boolean | undefined;
+      let batch: { limit: number; claimed: number; contended: boolean };
       try {
-        ({ rows, now, capped, contended } = await this.env.store.operationClaimMany({
-          class: cls,
-          owner: this.id,
-          limit: free,
-          leaseMs: this.leaseMs,
-          retryBudget: this.env.retryBudget
-            ? { bucketMs: this.env.retryBudget.bucketMs, shard: this.shard }
-            : undefined,
-        }));
+        batch = await this.channels.get(cls)!.claim();
         failures = 0;
       } catch (error) {
         failures++;
@@ -313,19 +339,19 @@ export class Worker extends EventEmitter<WorkerEvents> {
         await new Promise((r) => setTimeout(r, delay));
         continue;
       }
-      this.slotBound.set(cls, rows.length >= free);
-      for (const row of rows) this.launch(cls, row, now, capped?.has(row.tenant) ?? false);
-      contendedMs = contended
+      contendedMs = batch.contended
         ? Math.min(this.pollIntervalMs, Math.max(CONTENDED_FIRST_MS, contendedMs * 2))
         : 0;
-      if (rows.length < free && this.state === 'running')
-        await this.env.wakeup.wait(cls, contended ? contendedMs : this.pollIntervalMs);
+      if (batch.claimed < batch.limit && this.state === 'running')
+        await this.env.wakeup.wait(cls, batch.contended ? contendedMs : this.pollIntervalMs);
     }
   }
 
   private launch(cls: string, row: OperationRow, claimNow: number, capped: boolean): void {
     this.activeByClass.set(cls, this.active(cls) + 1);
     const started = performance.now();
+    // Whether the end's write also claimed for this slot: then the slot needs no wake-up.
+    let refilled = false;
     const run = runAttempt(
       {
         store: this.env.store,
@@ -335,7 +361,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
         tempDirs: this.tempDirs,
         effectKey: this.env.effectKey,
         random: this.env.random,
-        finish: (params) => this.finish(params),
+        finish: async (params) => {
+          const written = await this.finish(cls, params, capped);
+          refilled = written.refilled;
+          return written.accepted;
+        },
         controllers: this.controllers,
         abortGraceMs: this.options.abortGraceMs ?? 1000,
         leaseMs: this.leaseMs,
@@ -374,7 +404,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       .finally(() => {
         this.activeByClass.set(cls, this.active(cls) - 1);
         this.inflight.delete(run);
-        if (!this.announced || capped || this.slotBound.get(cls)) this.env.wakeup.notify(cls);
+        if (!refilled && (!this.announced || capped || this.slotBound.get(cls))) this.env.wakeup.notify(cls);
         if (this.inflight.size === 0) this.emit('idle');
       });
     this.inflight.add(run);
@@ -385,11 +415,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
    * the lease may still be valid; after that the write would be refused anyway (fencing), the
    * lease expires and the operation is redelivered — with its effects journaled, at no risk.
    */
-  private async finish(params: FinishParams): Promise<boolean> {
+  private async finish(cls: string, params: FinishParams, capped: boolean): Promise<EndWritten> {
     const giveUpAt = performance.now() + this.leaseMs;
     for (let i = 0; ; i++) {
       try {
-        return await this.finisher.add(params);
+        return await this.channels.get(cls)!.finish(params, capped);
       } catch (error) {
         if (!isStoreError(error) || !error.retryable || performance.now() >= giveUpAt) throw error;
         await new Promise((r) => setTimeout(r, Math.min(2000, 100 * 2 ** i)));

@@ -28,6 +28,7 @@ import type {
   EffectMarkParams,
   EffectRow,
   EventRow,
+  FinishAndClaimResult,
   FinishParams,
   LeaseRef,
   LeaseStatus,
@@ -88,6 +89,12 @@ export interface Store {
   leaseExtendMany(params: { leases: LeaseRef[]; leaseMs: number }): Promise<LeaseStatus[]>;
   /** Ends attempts. Returns, per item, whether the fenced write took effect. */
   attemptFinishMany(items: FinishParams[]): Promise<boolean[]>;
+  /**
+   * `attemptFinishMany`, then `operationClaimMany`, in one transaction: the claim sees the ends
+   * (freed running caps, retries due at once). What a worker calls when ended attempts free
+   * slots that more work may fill: one round trip and one commit instead of two.
+   */
+  attemptFinishAndClaim(items: FinishParams[], claim: ClaimParams): Promise<FinishAndClaimResult>;
 
   /**
    * Steps 2 and 3 of the effect protocol in one transaction: draws on the budgets, then writes

@@ -184,6 +184,12 @@ export interface ClaimResult {
   contended?: boolean;
 }
 
+export interface FinishAndClaimResult {
+  /** Per finish item, whether the fenced write took effect. */
+  finished: boolean[];
+  claim: ClaimResult;
+}
+
 export interface LeaseStatus {
   /** False when the lease is gone: the attempt must stop, its writes will be refused. */
   ok: boolean;

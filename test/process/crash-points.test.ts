@@ -132,6 +132,8 @@ describe('crash points C0–C4 with a real SIGKILL of the worker process', () =>
     });
     const o8 = await rig.h.sluice.wait({ tenant: 'North', id: 'O8' }, { timeoutMs: 20_000, pollMs: 50 });
     expect(o8.state).toBe('succeeded');
+    // B prints its attempt's event after the end is written: wait for it, then look at them all.
+    await b.waitFor((e) => e.event === 'attempt' && e.id === 'O8', "B's attempt event for O8");
     expect(b.events.filter((e) => e.event === 'attempt').map((e) => e.id)).toEqual(['O8']);
 
     const op = (await rig.h.sluice.get(ref, { include: ['attempts'] }))!;

@@ -133,6 +133,12 @@ async function producerAndWorker(sluice?: Partial<SluiceOptions>) {
     around = undefined;
     return wrap ? wrap(() => claim(params)) : claim(params);
   };
+  // A claim that rides with attempts' ends counts as a claim too.
+  const finishAndClaim = store.attemptFinishAndClaim.bind(store);
+  store.attemptFinishAndClaim = (items, params) => {
+    claims++;
+    return finishAndClaim(items, params);
+  };
   let listening: Promise<unknown> | undefined;
   const subscribe = store.subscribe!.bind(store);
   store.subscribe = (...args) => {

@@ -27,17 +27,19 @@ import { ms, num, type PgRow, toOperationRow } from './rows.js';
 
 // The function has run to completion before the first row is projected (a PL/pgSQL set-returning
 // function fills its result before returning it), so `claim_contended` reads what it set.
-const SQL = `SELECT n.now AS claim_now, current_setting('sluice.claim_contended', true) = 'on' AS claim_contended, c.*,
+// `n` names the row that carries the claim's `now`; `c` the claimed rows (shared with finish-claim.ts).
+export const CLAIM_COLUMNS = `n.now AS claim_now,
+       current_setting('sluice.claim_contended', true) = 'on' AS claim_contended, c.*,
        (SELECT q.max_running IS NOT NULL FROM {s}.queues q WHERE q.class = c.class AND q.tenant = c.tenant)
-         AS claim_capped
+         AS claim_capped`;
+
+const SQL = `SELECT ${CLAIM_COLUMNS}
   FROM (SELECT {s}.now_ms($5::bigint) AS now) n
   LEFT JOIN LATERAL {s}.claim($1, $2, $3, $4, n.now, $6::bigint, $7::integer) c ON true`;
 
 /** Claims up to `p.limit` ready operations of `p.class` for `p.owner`, one round trip. */
 export async function claimMany(ctx: PgContext, p: ClaimParams): Promise<ClaimResult> {
-  const rows = await ctx.query<
-    PgRow & { claim_now: string; claim_contended: boolean | null; claim_capped: boolean | null }
-  >(SQL, [
+  const rows = await ctx.query<ClaimRow>(SQL, [
     p.class,
     p.owner,
     p.limit,
@@ -46,6 +48,17 @@ export async function claimMany(ctx: PgContext, p: ClaimParams): Promise<ClaimRe
     p.retryBudget ? ms(p.retryBudget.bucketMs) : null,
     p.retryBudget?.shard ?? null,
   ]);
+  return claimResultOf(rows);
+}
+
+/** A claim's result rows, as the statements of claim.ts and finish-claim.ts project them. */
+export type ClaimRow = PgRow & {
+  claim_now: string;
+  claim_contended: boolean | null;
+  claim_capped: boolean | null;
+};
+
+export function claimResultOf(rows: ClaimRow[]): ClaimResult {
   const now = num(rows[0]?.claim_now) ?? Date.now();
   const claimed = rows.filter((r) => r.seq !== null);
   const capped = new Set(claimed.filter((r) => r.claim_capped).map((r) => String(r.tenant)));

@@ -44,11 +44,9 @@ const key = (l: LeaseRef) => JSON.stringify([l.tenant, l.id, l.epoch]);
 const FINISH = `SELECT ord FROM {s}.finish_many($1, $2::text[], $3::text[], $4::integer[], $5::text[],
                                                $6::text[], $7::text[], $8::bigint[], $9) AS ord`;
 
-/** Ends attempts; per item, whether the fenced write took effect. */
-export async function finishMany(ctx: PgContext, items: FinishParams[]): Promise<boolean[]> {
-  if (items.length === 0) return [];
-  const rows = await ctx.query<{ ord: number }>(FINISH, [
-    ctx.now(),
+/** The finish function's arguments after `p_now`, in order (shared with finish-claim.ts). */
+export function finishArgs(ctx: PgContext, items: FinishParams[]): unknown[] {
+  return [
     items.map((i) => i.lease.tenant),
     items.map((i) => i.lease.id),
     items.map((i) => i.lease.epoch),
@@ -57,7 +55,21 @@ export async function finishMany(ctx: PgContext, items: FinishParams[]): Promise
     items.map((i) => ('error' in i ? jsonText(i.error) : null)),
     items.map((i) => (i.outcome === 'retry' || i.outcome === 'deferred' ? ms(i.delayMs) : null)),
     ctx.notify,
-  ]);
-  const done = new Set(rows.map((r) => r.ord));
+  ];
+}
+
+/** Per item, whether its write took effect, from the ordinals `finish_many` returned. */
+export function finishedOf(items: FinishParams[], ords: Iterable<number>): boolean[] {
+  const done = new Set(ords);
   return items.map((_, i) => done.has(i + 1));
+}
+
+/** Ends attempts; per item, whether the fenced write took effect. */
+export async function finishMany(ctx: PgContext, items: FinishParams[]): Promise<boolean[]> {
+  if (items.length === 0) return [];
+  const rows = await ctx.query<{ ord: number }>(FINISH, [ctx.now(), ...finishArgs(ctx, items)]);
+  return finishedOf(
+    items,
+    rows.map((r) => r.ord),
+  );
 }

@@ -21,6 +21,7 @@ import { claimMany } from './claim.js';
 import { openPostgres, type PgContext, type PostgresOptions } from './connection.js';
 import { effectBegin, effectBeginMany, effectMark, effectMarkMany, effectRecordSend } from './effects.js';
 import { extendMany, finishMany } from './finish.js';
+import { finishAndClaim } from './finish-claim.js';
 import { purge, rescue } from './maintenance.js';
 import { migratePostgres } from './migrate.js';
 import { type SubscribeOptions, subscribe } from './notify.js';
@@ -145,6 +146,7 @@ export function postgresStore(options: PostgresOptions): PostgresStore {
     operationClaimMany: (p) => claimMany(ctx, p),
     leaseExtendMany: ({ leases, leaseMs }) => extendMany(ctx, leases, leaseMs),
     attemptFinishMany: (items) => finishMany(ctx, items),
+    attemptFinishAndClaim: (items, claim) => finishAndClaim(ctx, items, claim),
     effectBegin: (p) => effectBegin(ctx, p),
     effectRecordSend: (p) => effectRecordSend(ctx, p),
     effectMarkCommitted: ({ lease, name, result, reference }) =>

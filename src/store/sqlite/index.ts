@@ -150,6 +150,9 @@ export function sqliteStore(options: SqliteOptions): SqliteStore {
     operationClaimMany: (p) => resolve(() => claimMany(ctx, p)),
     leaseExtendMany: ({ leases, leaseMs }) => resolve(() => extendMany(ctx, leases, leaseMs)),
     attemptFinishMany: (items) => resolve(() => finishMany(ctx, items)),
+    // One transaction: the inner writes nest as savepoints of the outer BEGIN IMMEDIATE.
+    attemptFinishAndClaim: (items, claim) =>
+      resolve(() => ctx.write(() => ({ finished: finishMany(ctx, items), claim: claimMany(ctx, claim) }))),
     effectBegin: (p) => resolve(() => effectBegin(ctx, p)),
     effectRecordSend: (p) => resolve(() => effectRecordSend(ctx, p)),
     effectMarkCommitted: ({ lease, name, result, reference }) =>

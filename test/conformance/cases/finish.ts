@@ -11,8 +11,10 @@ import {
   BOOM,
   claim,
   claimOne,
+  expectCountersTrue,
   expireAndRescue,
   getRow,
+  LEASE_MS,
   leaseOf,
   type StoreFixture,
   submitCreated,
@@ -218,6 +220,78 @@ export function finishCases(t: CaseRegistry): void {
         (await getRow(store, z!)).state,
       ]).toEqual(['succeeded', 'running', 'failed']);
       expect(await store.attemptFinishMany([])).toEqual([]);
+    });
+  });
+
+  t.group('finish, then claim, in one call', (g) => {
+    const params = (limit: number, owner = 'w1') => ({
+      class: 'default',
+      owner,
+      limit,
+      leaseMs: LEASE_MS,
+    });
+
+    g.test('the claim sees the ends: a freed running cap, a retry due at once', async (fx) => {
+      const { store } = fx;
+      const limits = { maxRunning: 1 };
+      await store.operationSubmitMany(
+        ['n1', 'n2'].map((id) => submitParams({ tenant: 'North', id, limits })),
+      );
+      await store.operationSubmitMany([submitParams({ tenant: 'South', id: 's1', limits })]);
+      const first = await claim(store, { limit: 10 });
+      expect(first.map((r) => r.id).sort()).toEqual(['n1', 's1']);
+      const n1 = first.find((r) => r.id === 'n1')!;
+      const s1 = first.find((r) => r.id === 's1')!;
+      const out = await store.attemptFinishAndClaim(
+        [
+          { lease: leaseOf(n1), outcome: 'succeeded', result: 1 },
+          { lease: leaseOf(s1), outcome: 'retry', error: BOOM, delayMs: 0 },
+        ],
+        params(10, 'w2'),
+      );
+      expect(out.finished).toEqual([true, true]);
+      // Both caps were full before the ends; after them, each tenant has room for one again.
+      expect(out.claim.rows.map((r) => [r.id, r.attempt, r.leaseOwner]).sort()).toEqual([
+        ['n2', 1, 'w2'],
+        ['s1', 2, 'w2'],
+      ]);
+      expect((await getRow(store, n1)).state).toBe('succeeded');
+      expect(out.claim.now).toBe(fx.clock.now());
+      await expectCountersTrue(store);
+    });
+
+    g.test('a refused end refuses only itself; the claim goes on', async (fx) => {
+      const { store } = fx;
+      await store.operationSubmitMany(['a', 'b', 'c'].map((id) => submitParams({ id })));
+      const [a, b] = await claim(store, { limit: 2 });
+      const out = await store.attemptFinishAndClaim(
+        [
+          { lease: { ...leaseOf(a!), epoch: a!.epoch + 1 }, outcome: 'succeeded', result: 1 },
+          { lease: leaseOf(b!), outcome: 'failed', error: BOOM },
+        ],
+        params(5),
+      );
+      expect(out.finished).toEqual([false, true]);
+      expect(out.claim.rows.map((r) => r.id)).toEqual(['c']);
+      expect((await getRow(store, a!)).state).toBe('running');
+      expect((await getRow(store, b!)).state).toBe('failed');
+      await expectCountersTrue(store);
+    });
+
+    g.test('with nothing to end it is a claim; with nothing to claim, the ends', async (fx) => {
+      const { store } = fx;
+      await submitCreated(store, { id: 'only' });
+      const claimed = await store.attemptFinishAndClaim([], params(3));
+      expect(claimed.finished).toEqual([]);
+      expect(claimed.claim.rows.map((r) => r.id)).toEqual(['only']);
+      const ended = await store.attemptFinishAndClaim(
+        [{ lease: leaseOf(claimed.claim.rows[0]!), outcome: 'succeeded', result: 'done' }],
+        params(3),
+      );
+      expect(ended.finished).toEqual([true]);
+      expect(ended.claim.rows).toEqual([]);
+      expect((await getRow(store, { tenant: 'North', id: 'only' })).result).toBe('done');
+      await expectCountersTrue(store);
     });
   });
 

@@ -1,0 +1,146 @@
+/**
+ * @module runtime/class-channel
+ * A worker's one line to the store for one workload class, carrying the two calls of its hot
+ * loop: ending attempts and claiming the next. Ends made while a call is in flight wait and go
+ * together in the next (group commit, as in runtime/batcher.ts); when their slots are worth
+ * filling again, that call also claims for them, in the same transaction
+ * (`Store.attemptFinishAndClaim`): one round trip and one commit instead of two.
+ *
+ * One call at a time per class, so a worker's claim never meets its own finish's lock on a
+ * tenant's queue row (which `SKIP LOCKED` would pass over, leaving the work for a later look).
+ *
+ * A claim takes every free slot. Claiming half of them, so that one half runs here while the
+ * other half's ends and claim are in the store, was measured and dropped: with PostgreSQL the
+ * store call is then always the one in the way, and it costs nearly as much for 16 operations as
+ * for 32, while the replies wait for this process's CPU (docs/benchmarks.md).
+ */
+
+import type { Store } from '../store/store.js';
+import type { ClaimParams, ClaimResult, FinishParams } from '../store/types.js';
+import { nextTurn } from './batcher.js';
+
+/** What a claim made through the channel asked for and got. */
+export interface ClaimedBatch {
+  limit: number;
+  claimed: number;
+  contended: boolean;
+}
+
+/** How an end was written: accepted (the fenced write took effect), refilled (a claim rode along). */
+export interface EndWritten {
+  accepted: boolean;
+  refilled: boolean;
+}
+
+export interface ChannelHooks {
+  /** Slots free once `ending` running attempts have ended; 0 when the worker no longer claims. */
+  room(ending: number): number;
+  /** Whether these ends' slots are worth a claim in the same call. */
+  refill(ends: ReadonlyArray<{ capped: boolean }>): boolean;
+  claimParams(limit: number): ClaimParams;
+  /**
+   * Starts what was claimed: called before the ended attempts' callers hear of their ends.
+   * `asked`: a `claim()` caller was in the call, and hears what it got.
+   */
+  launch(result: ClaimResult, limit: number, asked: boolean): void;
+}
+
+interface End {
+  item: FinishParams;
+  capped: boolean;
+  resolve(out: EndWritten): void;
+  reject(error: unknown): void;
+}
+
+interface Asker {
+  resolve(out: ClaimedBatch): void;
+  reject(error: unknown): void;
+}
+
+export class ClassChannel {
+  private ends: End[] = [];
+  private askers: Asker[] = [];
+  private running = false;
+  private readonly kick = nextTurn(() => void this.flush());
+  private idleWaiters: Array<() => void> = [];
+
+  constructor(
+    private readonly store: Store,
+    private readonly hooks: ChannelHooks,
+    private readonly maxEnds = 500,
+  ) {}
+
+  /** Writes an attempt's end; `capped`: its tenant has a running cap, so its next may now start. */
+  finish(item: FinishParams, capped: boolean): Promise<EndWritten> {
+    return new Promise((resolve, reject) => {
+      this.ends.push({ item, capped, resolve, reject });
+      this.schedule();
+    });
+  }
+
+  /** Claims for the free slots, with the next call. */
+  claim(): Promise<ClaimedBatch> {
+    return new Promise((resolve, reject) => {
+      this.askers.push({ resolve, reject });
+      this.schedule();
+    });
+  }
+
+  /** Resolves when nothing is queued or in flight. */
+  idle(): Promise<void> {
+    if (!this.running && this.ends.length === 0 && this.askers.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private schedule(): void {
+    // Every end and claim made in this turn of the event loop joins the call.
+    if (!this.running) this.kick();
+  }
+
+  /**
+   * `written`: ends of the call that just returned, whose attempts still hold their slots (their
+   * callers have not heard yet); they count as free.
+   */
+  private async flush(written = 0): Promise<void> {
+    if (this.running) return;
+    const ends = this.ends.splice(0, this.maxEnds);
+    const askers = this.askers.splice(0);
+    const wanted = askers.length > 0 || (ends.length > 0 && this.hooks.refill(ends));
+    const limit = wanted ? this.hooks.room(ends.length + written) : 0;
+    if (ends.length === 0 && limit <= 0) {
+      for (const a of askers) a.resolve({ limit: 0, claimed: 0, contended: false });
+      if (this.ends.length === 0 && this.askers.length === 0) for (const w of this.idleWaiters.splice(0)) w();
+      return;
+    }
+    this.running = true;
+    let finished: boolean[] = [];
+    let claim: ClaimResult | undefined;
+    try {
+      const items = ends.map((e) => e.item);
+      if (limit <= 0) finished = await this.store.attemptFinishMany(items);
+      else if (ends.length === 0) claim = await this.store.operationClaimMany(this.hooks.claimParams(limit));
+      else
+        ({ finished, claim } = await this.store.attemptFinishAndClaim(items, this.hooks.claimParams(limit)));
+    } catch (error) {
+      this.running = false;
+      this.next(0);
+      for (const e of ends) e.reject(error);
+      for (const a of askers) a.reject(error);
+      return;
+    }
+    if (claim) this.hooks.launch(claim, limit, askers.length > 0);
+    this.running = false;
+    // Ends made while this call was in flight leave now, before this call's callers and the
+    // attempts just started take the event loop: their call is in the store meanwhile.
+    this.next(ends.length);
+    const refilled = limit > 0;
+    for (const [i, e] of ends.entries()) e.resolve({ accepted: finished[i] === true, refilled });
+    const batch = { limit, claimed: claim?.rows.length ?? 0, contended: claim?.contended === true };
+    for (const a of askers) a.resolve(batch);
+  }
+
+  private next(written: number): void {
+    if (this.ends.length > 0 || this.askers.length > 0) void this.flush(written);
+    else for (const w of this.idleWaiters.splice(0)) w();
+  }
+}
