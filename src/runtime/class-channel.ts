@@ -1,13 +1,15 @@
 /**
  * @module runtime/class-channel
- * A worker's one line to the store for one workload class, carrying the two calls of its hot
- * loop: ending attempts and claiming the next. Ends made while a call is in flight wait and go
- * together in the next (group commit, as in runtime/batcher.ts); when their slots are worth
+ * A worker's line to the store for one workload class, carrying the two calls of its hot loop:
+ * ending attempts and claiming the next. Ends made while ends are being written wait and go
+ * together in the next call (group commit, as in runtime/batcher.ts); when their slots are worth
  * filling again, that call also claims for them, in the same transaction
  * (`Store.attemptFinishAndClaim`): one round trip and one commit instead of two.
  *
- * One call at a time per class, so a worker's claim never meets its own finish's lock on a
- * tenant's queue row (which `SKIP LOCKED` would pass over, leaving the work for a later look).
+ * At most one call carrying ends and one carrying a claim are in flight: two claims of one worker
+ * would count the same free slots. A claim asked for while ends without a claim are being
+ * written leaves at once on its own rather than waiting for them: at a low rate that wait was
+ * most of a new operation's time to start. Otherwise it rides with the next ends.
  *
  * A claim takes every free slot. Claiming half of them, so that one half runs here while the
  * other half's ends and claim are in the store, was measured and dropped: with PostgreSQL the
@@ -60,8 +62,11 @@ interface Asker {
 export class ClassChannel {
   private ends: End[] = [];
   private askers: Asker[] = [];
-  private running = false;
-  private readonly kick = nextTurn(() => void this.flush());
+  /** A call carrying ends is in flight. */
+  private ending = false;
+  /** A call carrying a claim is in flight. */
+  private claiming = false;
+  private readonly kick = nextTurn(() => this.pump(0));
   private idleWaiters: Array<() => void> = [];
 
   constructor(
@@ -74,73 +79,83 @@ export class ClassChannel {
   finish(item: FinishParams, capped: boolean): Promise<EndWritten> {
     return new Promise((resolve, reject) => {
       this.ends.push({ item, capped, resolve, reject });
-      this.schedule();
+      // Every end made in this turn of the event loop joins the call.
+      if (!this.ending) this.kick();
     });
   }
 
-  /** Claims for the free slots, with the next call. */
+  /** Claims for the free slots: at once, or with the call in flight's successor. */
   claim(): Promise<ClaimedBatch> {
     return new Promise((resolve, reject) => {
       this.askers.push({ resolve, reject });
-      this.schedule();
+      this.pump(0);
     });
   }
 
   /** Resolves when nothing is queued or in flight. */
   idle(): Promise<void> {
-    if (!this.running && this.ends.length === 0 && this.askers.length === 0) return Promise.resolve();
+    if (this.quiet()) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  private schedule(): void {
-    // Every end and claim made in this turn of the event loop joins the call.
-    if (!this.running) this.kick();
+  private quiet(): boolean {
+    return !this.ending && !this.claiming && this.ends.length === 0 && this.askers.length === 0;
   }
 
   /**
-   * `written`: ends of the call that just returned, whose attempts still hold their slots (their
-   * callers have not heard yet); they count as free.
+   * Starts the calls that may start now. `written`: ends of a call that just returned, whose
+   * attempts still hold their slots (their callers have not heard yet); they count as free.
    */
-  private async flush(written = 0): Promise<void> {
-    if (this.running) return;
-    const ends = this.ends.splice(0, this.maxEnds);
-    const askers = this.askers.splice(0);
-    const wanted = askers.length > 0 || (ends.length > 0 && this.hooks.refill(ends));
-    const limit = wanted ? this.hooks.room(ends.length + written) : 0;
-    if (ends.length === 0 && limit <= 0) {
-      for (const a of askers) a.resolve({ limit: 0, claimed: 0, contended: false });
-      if (this.ends.length === 0 && this.askers.length === 0) for (const w of this.idleWaiters.splice(0)) w();
-      return;
+  private pump(written: number): void {
+    if (!this.ending && this.ends.length > 0) {
+      const ends = this.ends.splice(0, this.maxEnds);
+      const claims =
+        !this.claiming &&
+        (this.askers.length > 0 || this.hooks.refill(ends)) &&
+        this.hooks.room(ends.length + written) > 0;
+      const askers = claims ? this.askers.splice(0) : [];
+      void this.call(ends, askers, claims ? this.hooks.room(ends.length + written) : 0);
     }
-    this.running = true;
+    if (!this.claiming && this.askers.length > 0) {
+      const askers = this.askers.splice(0);
+      const limit = this.hooks.room(written);
+      if (limit > 0) void this.call([], askers, limit);
+      else for (const a of askers) a.resolve({ limit: 0, claimed: 0, contended: false });
+    }
+    if (this.quiet()) for (const w of this.idleWaiters.splice(0)) w();
+  }
+
+  private async call(ends: End[], askers: Asker[], limit: number): Promise<void> {
+    const items = ends.map((e) => e.item);
+    if (ends.length > 0) this.ending = true;
+    if (limit > 0) this.claiming = true;
     let finished: boolean[] = [];
     let claim: ClaimResult | undefined;
     try {
-      const items = ends.map((e) => e.item);
       if (limit <= 0) finished = await this.store.attemptFinishMany(items);
       else if (ends.length === 0) claim = await this.store.operationClaimMany(this.hooks.claimParams(limit));
       else
         ({ finished, claim } = await this.store.attemptFinishAndClaim(items, this.hooks.claimParams(limit)));
     } catch (error) {
-      this.running = false;
-      this.next(0);
+      this.settle(ends, limit);
+      this.pump(0);
       for (const e of ends) e.reject(error);
       for (const a of askers) a.reject(error);
       return;
     }
     if (claim) this.hooks.launch(claim, limit, askers.length > 0);
-    this.running = false;
-    // Ends made while this call was in flight leave now, before this call's callers and the
-    // attempts just started take the event loop: their call is in the store meanwhile.
-    this.next(ends.length);
+    this.settle(ends, limit);
+    // What queued meanwhile leaves now, before this call's callers and the attempts just started
+    // take the event loop: it is in the store while they run.
+    this.pump(ends.length);
     const refilled = limit > 0;
     for (const [i, e] of ends.entries()) e.resolve({ accepted: finished[i] === true, refilled });
     const batch = { limit, claimed: claim?.rows.length ?? 0, contended: claim?.contended === true };
     for (const a of askers) a.resolve(batch);
   }
 
-  private next(written: number): void {
-    if (this.ends.length > 0 || this.askers.length > 0) void this.flush(written);
-    else for (const w of this.idleWaiters.splice(0)) w();
+  private settle(ends: End[], limit: number): void {
+    if (ends.length > 0) this.ending = false;
+    if (limit > 0) this.claiming = false;
   }
 }
