@@ -22,8 +22,8 @@ const SQL = `WITH n AS MATERIALIZED (
   SELECT ARRAY(SELECT f.ord FROM {s}.finish_many($1, $2::text[], $3::text[], $4::integer[], $5::text[],
                                                  $6::text[], $7::text[], $8::bigint[], $9) AS f(ord)) AS finished,
          {s}.now_ms($1::bigint) AS now)
-SELECT n.finished, ${CLAIM_COLUMNS}
-  FROM n LEFT JOIN LATERAL {s}.claim($10, $11, $12, $13, n.now, $14::bigint, $15::integer) c ON true`;
+SELECT CASE WHEN c.ordinality IS NULL OR c.ordinality = 1 THEN n.finished END AS finished, ${CLAIM_COLUMNS}
+  FROM n LEFT JOIN LATERAL {s}.claim($10, $11, $12, $13, n.now, $14::bigint, $15::integer) WITH ORDINALITY c ON true`;
 
 export async function finishAndClaim(
   ctx: PgContext,
@@ -40,5 +40,7 @@ export async function finishAndClaim(
     p.retryBudget ? ms(p.retryBudget.bucketMs) : null,
     p.retryBudget?.shard ?? null,
   ]);
+  // The finish's answer comes on the first row only: repeated on every claimed row, it was parsed
+  // once per row (32 arrays of 32 for a round of the default slots).
   return { finished: finishedOf(items, rows[0]?.finished ?? []), claim: claimResultOf(rows) };
 }
