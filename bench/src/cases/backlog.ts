@@ -19,9 +19,11 @@
  * Timed in the order empty, backlog, backlog, empty (the empty store refilled with `n` fresh
  * operations before its second run), against the shared machine's drift.
  *
- * Claim cost: the mean latency of `store.operationClaimMany` as the worker waits for it (one
+ * Claim cost: the mean latency of the store calls that claim, as the worker waits for them (one
  * statement and one commit per call on PostgreSQL, one transaction on SQLite), from the counting
- * store wrapper, over both runs; and the processing rate. On PostgreSQL also the entries of the
+ * store wrapper, over both runs: `operationClaimMany`, and `attemptFinishAndClaim`, which claims
+ * for the slots of the attempts whose ends it writes first (most claims of a drain); and the
+ * processing rate. On PostgreSQL also the entries of the
  * queue and operation tables each claim read (the server's per-table counters, read between
  * worker processes). Memory: the worker process's resident set size, sampled every 50 ms while it
  * processes, and the kernel's high-water mark (VmHWM).

@@ -7,7 +7,7 @@
  * - process-effect / process-plain: issue 3's figure. Submit N operations with `submitters`
  *   concurrent clients (each awaits its own submit, as request handlers of an API server would;
  *   the engine's batcher groups what arrives together), then start one worker with the default
- *   settings (`sluice.worker()`: 4 slots, 500 ms poll) and time until every operation is
+ *   settings (`sluice.worker()`: 32 slots, 500 ms poll) and time until every operation is
  *   terminal. Each `bench.effect` operation runs one `ctx.effect` at the in-process
  *   `ProviderStub`; `bench.plain` returns at once.
  *
