@@ -48,7 +48,7 @@ import type {
 } from '../store/types.js';
 import { type AttemptReport, runAttempt } from './attempt.js';
 import { Batcher } from './batcher.js';
-import { ClassChannel, type EndWritten } from './class-channel.js';
+import { type ClaimedBatch, ClassChannel, type EndWritten } from './class-channel.js';
 import type { Kind } from './kinds.js';
 import { TempDirs } from './temp-dirs.js';
 
@@ -327,7 +327,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         continue;
       }
       this.env.wakeup.consume(cls);
-      let batch: { limit: number; claimed: number; contended: boolean };
+      let batch: ClaimedBatch;
       try {
         batch = await this.channels.get(cls)!.claim();
         failures = 0;
