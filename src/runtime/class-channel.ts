@@ -7,7 +7,8 @@
  * (`Store.attemptFinishAndClaim`): one round trip and one commit instead of two.
  *
  * At most one call carrying ends and one carrying a claim are in flight: two claims of one worker
- * would count the same free slots. A claim asked for while ends without a claim are being
+ * would count the same free slots. After a call that carried both failed, ends go alone until a
+ * claim succeeds: a claim that keeps failing must not keep the ends from being written. A claim asked for while ends without a claim are being
  * written leaves at once on its own rather than waiting for them: at a low rate that wait was
  * most of a new operation's time to start. Otherwise it rides with the next ends.
  *
@@ -66,6 +67,11 @@ export class ClassChannel {
   private ending = false;
   /** A call carrying a claim is in flight. */
   private claiming = false;
+  /**
+   * A call that carried ends and a claim failed: ends go alone until a claim succeeds, so that
+   * whatever made the claim fail cannot keep the ends from being written.
+   */
+  private claimSuspect = false;
   private readonly kick = nextTurn(() => this.pump(0));
   private idleWaiters: Array<() => void> = [];
 
@@ -111,6 +117,7 @@ export class ClassChannel {
       const ends = this.ends.splice(0, this.maxEnds);
       const claims =
         !this.claiming &&
+        !this.claimSuspect &&
         (this.askers.length > 0 || this.hooks.refill(ends)) &&
         this.hooks.room(ends.length + written) > 0;
       const askers = claims ? this.askers.splice(0) : [];
@@ -137,13 +144,17 @@ export class ClassChannel {
       else
         ({ finished, claim } = await this.store.attemptFinishAndClaim(items, this.hooks.claimParams(limit)));
     } catch (error) {
+      if (ends.length > 0 && limit > 0) this.claimSuspect = true;
       this.settle(ends, limit);
       this.pump(0);
       for (const e of ends) e.reject(error);
       for (const a of askers) a.reject(error);
       return;
     }
-    if (claim) this.hooks.launch(claim, limit, askers.length > 0);
+    if (claim) {
+      this.claimSuspect = false;
+      this.hooks.launch(claim, limit, askers.length > 0);
+    }
     this.settle(ends, limit);
     // What queued meanwhile leaves now, before this call's callers and the attempts just started
     // take the event loop: it is in the store while they run.

@@ -12,6 +12,7 @@ interface Call {
   ends: number;
   limit: number;
   answer(rows?: number): void;
+  fail(error: unknown): void;
 }
 
 /** A store that records each hot-loop call and answers it when the test says so. */
@@ -27,12 +28,13 @@ function heldStore(): { store: Store; calls: Call[] } {
     p: ClaimParams | undefined,
     make: (rows: number) => T,
   ) =>
-    new Promise<T>((resolve) => {
+    new Promise<T>((resolve, reject) => {
       calls.push({
         method,
         ends: ends.length,
         limit: p?.limit ?? 0,
         answer: (rows = 0) => resolve(make(rows)),
+        fail: reject,
       });
     });
   const store = {
@@ -100,6 +102,33 @@ describe('the class channel', () => {
     expect(await claimed).toEqual({ limit: 2, claimed: 1, contended: false });
     calls[0]!.answer();
     expect(await written).toEqual({ accepted: true, refilled: false });
+  });
+
+  it('after a failed call of ends and claim, writes ends alone until a claim succeeds', async () => {
+    const { store, calls } = heldStore();
+    const { ch, state } = channel(store, { slots: 4, running: 4, refill: true });
+    const first = ch.finish(end('a'), false);
+    await settled();
+    expect(calls.map((c) => c.method)).toEqual(['attemptFinishAndClaim']);
+    const broken = new Error('the claim is broken');
+    calls[0]!.fail(broken);
+    await expect(first).rejects.toBe(broken);
+    // The end is written again (the worker retries it): this time without the claim.
+    const again = ch.finish(end('a'), false);
+    await settled();
+    expect(calls.map((c) => c.method)[1]).toBe('attemptFinishMany');
+    calls[1]!.answer();
+    expect(await again).toEqual({ accepted: true, refilled: false });
+    state.running = 3; // the attempt released its slot
+    // A claim of its own succeeds: ends carry claims again.
+    const claimed = ch.claim();
+    calls[2]!.answer(0);
+    await claimed;
+    const later = ch.finish(end('b'), false);
+    await settled();
+    expect(calls.map((c) => c.method)[3]).toBe('attemptFinishAndClaim');
+    calls[3]!.answer(0);
+    expect(await later).toEqual({ accepted: true, refilled: true });
   });
 
   it('keeps one claim in flight: ends meanwhile go alone, a second claim waits for the first', async () => {
