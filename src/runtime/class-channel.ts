@@ -7,10 +7,11 @@
  * (`Store.attemptFinishAndClaim`): one round trip and one commit instead of two.
  *
  * At most one call carrying ends and one carrying a claim are in flight: two claims of one worker
- * would count the same free slots. After a call that carried both failed, ends go alone until a
- * claim succeeds: a claim that keeps failing must not keep the ends from being written. A claim asked for while ends without a claim are being
- * written leaves at once on its own rather than waiting for them: at a low rate that wait was
- * most of a new operation's time to start. Otherwise it rides with the next ends.
+ * would count the same free slots. A claim asked for while ends without a claim are being written
+ * leaves at once on its own rather than waiting for them: at a low rate that wait was most of a
+ * new operation's time to start. Otherwise it rides with the next ends. After a call that carried
+ * both failed, ends go alone until a claim succeeds: a claim that keeps failing must not keep the
+ * ends from being written.
  *
  * A claim takes every free slot. Claiming half of them, so that one half runs here while the
  * other half's ends and claim are in the store, was measured and dropped: with PostgreSQL the
@@ -115,13 +116,10 @@ export class ClassChannel {
   private pump(written: number): void {
     if (!this.ending && this.ends.length > 0) {
       const ends = this.ends.splice(0, this.maxEnds);
-      const claims =
-        !this.claiming &&
-        !this.claimSuspect &&
-        (this.askers.length > 0 || this.hooks.refill(ends)) &&
-        this.hooks.room(ends.length + written) > 0;
-      const askers = claims ? this.askers.splice(0) : [];
-      void this.call(ends, askers, claims ? this.hooks.room(ends.length + written) : 0);
+      const wanted =
+        !this.claiming && !this.claimSuspect && (this.askers.length > 0 || this.hooks.refill(ends));
+      const limit = wanted ? Math.max(0, this.hooks.room(ends.length + written)) : 0;
+      void this.call(ends, limit > 0 ? this.askers.splice(0) : [], limit);
     }
     if (!this.claiming && this.askers.length > 0) {
       const askers = this.askers.splice(0);

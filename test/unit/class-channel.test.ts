@@ -86,6 +86,19 @@ describe('the class channel', () => {
     expect(launched).toEqual(['r0', 'r1']);
   });
 
+  it('writes at most 500 ends per call; the rest go in the next', async () => {
+    const { store, calls } = heldStore();
+    const { ch } = channel(store, { slots: 600, running: 501, refill: false });
+    const written = Array.from({ length: 501 }, (_, i) => ch.finish(end(`e${i}`), false));
+    await settled();
+    expect(calls.map((c) => [c.method, c.ends])).toEqual([['attemptFinishMany', 500]]);
+    calls[0]!.answer();
+    await settled();
+    expect(calls.map((c) => [c.method, c.ends])[1]).toEqual(['attemptFinishMany', 1]);
+    calls[1]!.answer();
+    expect((await Promise.all(written)).every((w) => w.accepted)).toBe(true);
+  });
+
   it('sends a claim at once while ends without a claim are being written', async () => {
     const { store, calls } = heldStore();
     const { ch } = channel(store, { slots: 4, running: 2, refill: false });

@@ -54,11 +54,15 @@ export const WRITE_METHODS = [
   'operationClaimMany',
   'leaseExtendMany',
   'attemptFinishMany',
+  'attemptFinishAndClaim',
   'effectBegin',
+  'effectBeginMany',
   'effectRecordSend',
   'effectMarkCommitted',
   'effectMarkAbsent',
   'effectMarkFailed',
+  'effectMarkMany',
+  'retryBudgetTake',
   'operationCancel',
   'operationRedrive',
   'operationReconcile',
@@ -67,7 +71,7 @@ export const WRITE_METHODS = [
   'migrate',
 ];
 
-function counted<S extends Store>(store: S, counts: CallCounts): S {
+export function counted<S extends Store>(store: S, counts: CallCounts): S {
   const wrapped = new Map<PropertyKey, unknown>();
   return new Proxy(store, {
     get(target, prop, receiver) {

@@ -12,7 +12,7 @@
  * over no row this transaction holds, and it takes the class row (held already) before the
  * retry-budget row, as a claim alone does, so the pair adds no lock order of its own.
  */
-import type { ClaimParams, ClaimResult, FinishParams } from '../types.js';
+import type { ClaimParams, FinishAndClaimResult, FinishParams } from '../types.js';
 import { CLAIM_COLUMNS, type ClaimRow, claimResultOf } from './claim.js';
 import type { PgContext } from './connection.js';
 import { finishArgs, finishedOf } from './finish.js';
@@ -29,7 +29,7 @@ export async function finishAndClaim(
   ctx: PgContext,
   items: FinishParams[],
   p: ClaimParams,
-): Promise<{ finished: boolean[]; claim: ClaimResult }> {
+): Promise<FinishAndClaimResult> {
   const rows = await ctx.query<ClaimRow & { finished: number[] }>(SQL, [
     ctx.now(),
     ...finishArgs(ctx, items),
