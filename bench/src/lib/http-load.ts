@@ -6,6 +6,11 @@
  * hook. Every answer's status and latency is kept here from autocannon's `response` event, with
  * the sub-millisecond precision its own histogram rounds away. autocannon ships no types: the
  * few members used are declared below.
+ *
+ * autocannon notices that the last request was answered only at its next sampling tick, once a
+ * second by default, and resolves then: a run of 5,000 requests that took 1.2 s resolved after
+ * 2.0 s, and every rate timed around it was whole seconds long. It samples every 10 ms here, so
+ * the time around a run ends within about 10 ms of its last answer.
  */
 import { createRequire } from 'node:module';
 
@@ -21,6 +26,8 @@ interface AutocannonOptions {
   connections: number;
   amount: number;
   timeout: number;
+  /** Milliseconds between autocannon's samples; it checks for the end of the run at each. */
+  sampleInt: number;
   requests: Array<{ setupRequest: (request: RawRequest) => RawRequest }>;
 }
 
@@ -48,6 +55,8 @@ export interface LoadResult {
   errors: number;
 }
 
+const SAMPLE_MS = 10;
+
 export async function sendMany(o: {
   url: string;
   connections: number;
@@ -63,6 +72,7 @@ export async function sendMany(o: {
     connections: o.connections,
     amount: o.amount,
     timeout: 30,
+    sampleInt: SAMPLE_MS,
     requests: [{ setupRequest: (request) => ({ ...request, ...o.request(next++) }) }],
   });
   instance.on('response', (_client, status, _bytes, ms) => {

@@ -5,14 +5,24 @@
  * `--rate`; per operation the submit's acknowledgement, the worker's claim leaving, the claim's
  * return and the handler's start. Prints medians (and p99 of the whole).
  *
- *   node dist/probes/latency-split.js [--rate 200] [--ops 2000]
+ *   node dist/probes/latency-split.js [--rate 200] [--ops 2000] [--slowest 20]
+ *
+ * Then the operations over 10 ms, counted by their longest step, and the process's garbage
+ * collections. `--slowest K` also lists the K slowest operations with when they were sent, each
+ * step's time and the other store calls (heartbeats, maintenance, ends) and collections that ran
+ * meanwhile: to tell a periodic stall (operations slow at regular times) from slow commits.
  */
+import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { loadSluice, quantile } from './load.js';
 
 const { values } = parseArgs({
-  options: { rate: { type: 'string', default: '200' }, ops: { type: 'string', default: '2000' } },
+  options: {
+    rate: { type: 'string', default: '200' },
+    ops: { type: 'string', default: '2000' },
+    slowest: { type: 'string', default: '0' },
+  },
 });
 const rate = Number(values.rate);
 const n = Number(values.ops);
@@ -41,6 +51,43 @@ for (const method of ['operationClaimMany', 'attemptFinishAndClaim'] as const) {
     return out;
   };
 }
+// Every other store call of both engines, timed: what ran while a slow operation waited.
+const others: Array<{ store: string; method: string; from: number; to: number }> = [];
+for (const [name, st] of [
+  ['api', submitting],
+  ['worker', working],
+] as const) {
+  const obj = st as unknown as Record<string, unknown>;
+  for (const method of Object.keys(obj)) {
+    const real = obj[method];
+    if (typeof real !== 'function') continue;
+    if (
+      ['operationSubmitMany', 'operationClaimMany', 'attemptFinishAndClaim', 'subscribe', 'close'].includes(
+        method,
+      )
+    )
+      continue;
+    obj[method] = async (...args: unknown[]) => {
+      const from = performance.now();
+      try {
+        return await (real as (...a: unknown[]) => Promise<unknown>).apply(st, args);
+      } finally {
+        others.push({ store: name, method, from, to: performance.now() });
+      }
+    };
+  }
+}
+// Garbage collections of this process (both engines live in it).
+const gcs: Array<{ from: number; to: number; kind: number }> = [];
+const gcObserver = new PerformanceObserver((list) => {
+  for (const e of list.getEntries())
+    gcs.push({
+      from: e.startTime,
+      to: e.startTime + e.duration,
+      kind: (e as unknown as { detail?: { kind?: number } }).detail?.kind ?? 0,
+    });
+});
+gcObserver.observe({ entryTypes: ['gc'] });
 const startedAt = new Float64Array(n);
 const producer = new s.Sluice({ store: submitting });
 const consumer = new s.Sluice({ store: working });
@@ -89,6 +136,51 @@ console.log(
   `${label}: latency p50 ${ms(quantile(latency, 0.5))} ms, p99 ${ms(quantile(latency, 0.99))} ms | submit acknowledged ${ms(quantile(ack, 0.5))} | ` +
     `ack → claim leaves ${ms(quantile(toClaim, 0.5))} | claim ${ms(quantile(claim, 0.5))} | claim returns → handler ${ms(quantile(toStart, 0.5))} (medians, ms)`,
 );
+// The operations over 10 ms (the p99 target), by the step that took longest.
+const largest = new Map<string, number>();
+let over = 0;
+let overGc = 0;
+for (let j = 0; j < n; j++) {
+  if (latency[j]! <= 10) continue;
+  over++;
+  if (gcs.some((g) => g.to > sent[j]! && g.from < startedAt[j]!)) overGc++;
+  const c = claimed.get(j);
+  const steps: Array<[string, number]> = [['submit acknowledged', acked[j]! - sent[j]!]];
+  if (c)
+    steps.push(
+      ['ack → claim leaves', c[0] - acked[j]!],
+      ['claim', c[1] - c[0]],
+      ['claim returns → handler', startedAt[j]! - c[1]],
+    );
+  const [step] = steps.reduce((a, b) => (b[1] > a[1] ? b : a));
+  largest.set(step, (largest.get(step) ?? 0) + 1);
+}
+const gcMs = gcs.reduce((sum, g) => sum + g.to - g.from, 0);
+console.log(
+  `over 10 ms: ${over} of ${n}; the longest step: ` +
+    ([...largest].map(([step, k]) => `${step} ${k}`).join(', ') || 'none') +
+    ` (${overGc} of them during a garbage collection) | garbage collection: ${gcs.length} pauses, ` +
+    `${ms(gcMs)} ms in all, the longest ${ms(Math.max(0, ...gcs.map((g) => g.to - g.from)))} ms; ` +
+    `major (mark-compact) ${gcs.filter((g) => g.kind === constants.NODE_PERFORMANCE_GC_MAJOR).length}`,
+);
+const slowest = [...latency.keys()]
+  .sort((a, b) => latency[b]! - latency[a]!)
+  .slice(0, Number(values.slowest));
+for (const j of slowest.sort((a, b) => a - b)) {
+  const c = claimed.get(j);
+  console.log(
+    `  op ${j} sent at ${ms(sent[j]! - t0)} ms: latency ${ms(latency[j]!)} | ack ${ms(acked[j]! - sent[j]!)}` +
+      (c
+        ? ` | → claim ${ms(c[0] - acked[j]!)} | claim ${ms(c[1] - c[0])} | → handler ${ms(startedAt[j]! - c[1])}`
+        : ' | claim not seen'),
+  );
+  const during = others.filter((o) => o.to > sent[j]! && o.from < startedAt[j]!);
+  for (const o of during)
+    console.log(`      meanwhile ${o.store}.${o.method} ${ms(o.from - t0)}–${ms(o.to - t0)} ms`);
+  for (const g of gcs.filter((g) => g.to > sent[j]! && g.from < startedAt[j]!))
+    console.log(`      meanwhile a garbage collection ${ms(g.from - t0)}–${ms(g.to - t0)} ms`);
+}
+gcObserver.disconnect();
 await worker.stop();
 await consumer.close();
 await producer.close();
