@@ -1,0 +1,61 @@
+/**
+ * @module bench/probes/paced-calls
+ * The floor under the latency scenario on PostgreSQL, without Sluice: one `pg` connection makes
+ * the same call `--calls` times back to back, then once every `--every` ms (as at 200/s), and
+ * prints each way's p50 and p99. The calls: `SELECT 1` (a round trip), a single-row `INSERT` in
+ * autocommit (a round trip and a flushed commit), and the store's submit function (what a submit
+ * costs the server, with its commit).
+ *
+ *   node dist/probes/paced-calls.js [--calls 1000] [--every 5]
+ */
+import { parseArgs } from 'node:util';
+import type { QueryConfig } from 'pg';
+import { pg } from '../lib/drivers.js';
+import { loadSluice, quantile } from './load.js';
+
+const { values } = parseArgs({
+  options: { calls: { type: 'string', default: '1000' }, every: { type: 'string', default: '5' } },
+});
+const calls = Number(values.calls);
+const everyMs = Number(values.every);
+const { sluice: s, label } = await loadSluice();
+const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const schema = `paced_${Date.now()}_${process.pid}`;
+const store = s.postgresStore({ connectionString: url, schema });
+await store.migrate();
+await store.close();
+const client = new pg.Client({ connectionString: url });
+await client.connect();
+await client.query(`SET search_path = "${schema}"`);
+await client.query('CREATE TABLE plain (id bigserial PRIMARY KEY, v text)');
+
+let next = 0;
+const shapes: Record<string, () => QueryConfig> = {
+  'SELECT 1': () => ({ name: 'one', text: 'SELECT 1' }),
+  INSERT: () => ({ name: 'insert', text: 'INSERT INTO plain (v) VALUES ($1)', values: ['x'.repeat(60)] }),
+  'submit function': () => ({
+    name: 'submit',
+    text: `SELECT status FROM submit_one($1, $2, $3, $4, $5, $6, $7, $8::integer, $9::bigint, $10::bigint,
+             $11::boolean, $12::float8, $13::integer, $14::integer, $15::integer, $16)`,
+    values: [null, 't', `o${next++}`, 'k', 'c', 'd', '{}', 3, 60_000, 0, false, 1, null, null, null, true],
+  }),
+};
+const ms = (x: number) => x.toFixed(2);
+for (const [name, make] of Object.entries(shapes)) {
+  for (let i = 0; i < 100; i++) await client.query(make());
+  const out: string[] = [];
+  for (const paced of [false, true]) {
+    const took: number[] = [];
+    for (let i = 0; i < calls; i++) {
+      if (paced) await new Promise((r) => setTimeout(r, everyMs));
+      const t0 = performance.now();
+      await client.query(make());
+      took.push(performance.now() - t0);
+    }
+    out.push(
+      `${paced ? `every ${everyMs} ms` : 'back to back'} p50 ${ms(quantile(took, 0.5))} p99 ${ms(quantile(took, 0.99))}`,
+    );
+  }
+  console.log(`${label}: ${name.padEnd(15)} ${out.join(' | ')} (ms)`);
+}
+await client.end();
