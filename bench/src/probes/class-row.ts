@@ -10,7 +10,7 @@
  */
 import { parseArgs } from 'node:util';
 import { pg } from '../lib/drivers.js';
-import { loadSluice } from './load.js';
+import { loadSluice, SUBMIT_ONE_SQL, submitOneArgs } from './load.js';
 
 const { values } = parseArgs({
   options: {
@@ -36,8 +36,6 @@ const clients = await Promise.all(
     return c;
   }),
 );
-const SUBMIT = `SELECT status FROM submit_one($1, $2, $3, $4, $5, $6, $7, $8::integer, $9::bigint, $10::bigint,
-  $11::boolean, $12::float8, $13::integer, $14::integer, $15::integer, $16)`;
 let next = 0;
 async function round(oneClass: boolean): Promise<number> {
   const t0 = performance.now();
@@ -46,21 +44,8 @@ async function round(oneClass: boolean): Promise<number> {
       for (let j = 0; j < perClient; j++)
         await c.query({
           name: 'submit',
-          text: SUBMIT,
-          values: [
-            null,
-            `t${i}`,
-            `o${next++}`,
-            'k',
-            oneClass ? 'one' : `c${i}`,
-            'd',
-            '{}',
-            3,
-            60_000,
-            0,
-            false,
-            1,
-          ].concat([null, null, null, true]),
+          text: SUBMIT_ONE_SQL,
+          values: submitOneArgs(`t${i}`, `o${next++}`, oneClass ? 'one' : `c${i}`),
         });
     }),
   );

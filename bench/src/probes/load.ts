@@ -3,7 +3,8 @@
  * The Sluice build a probe measures: `SLUICE` names a built `dist/index.js` (another commit's,
  * for an A/B run alternating with this one), else the `sluice` package this bench links to.
  * Each probe makes its own schema (PostgreSQL, `DATABASE_URL`) or file (SQLite) and drops nothing:
- * point it at a scratch database.
+ * point it at a scratch database. Also what the probes share: quantiles, and the submit
+ * function's call for the probes that measure the server's side of a submit without the engine.
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -31,3 +32,29 @@ export const quantile = (xs: number[], p: number): number => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.max(0, Math.ceil(p * s.length) - 1))] ?? Number.NaN;
 };
+
+/**
+ * The PostgreSQL store's submit function called directly, with no engine in front (the probes
+ * that measure the server's side of a submit): one operation of kind `k`, no limits, announced.
+ */
+export const SUBMIT_ONE_SQL = `SELECT status FROM submit_one($1, $2, $3, $4, $5, $6, $7, $8::integer, $9::bigint,
+  $10::bigint, $11::boolean, $12::float8, $13::integer, $14::integer, $15::integer, $16)`;
+
+export const submitOneArgs = (tenant: string, id: string, cls: string): unknown[] => [
+  null,
+  tenant,
+  id,
+  'k',
+  cls,
+  'd',
+  '{}',
+  3,
+  60_000,
+  0,
+  false,
+  1,
+  null,
+  null,
+  null,
+  true,
+];

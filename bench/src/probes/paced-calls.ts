@@ -11,7 +11,7 @@
 import { parseArgs } from 'node:util';
 import type { QueryConfig } from 'pg';
 import { pg } from '../lib/drivers.js';
-import { loadSluice, quantile } from './load.js';
+import { loadSluice, quantile, SUBMIT_ONE_SQL, submitOneArgs } from './load.js';
 
 const { values } = parseArgs({
   options: { calls: { type: 'string', default: '1000' }, every: { type: 'string', default: '5' } },
@@ -35,9 +35,8 @@ const shapes: Record<string, () => QueryConfig> = {
   INSERT: () => ({ name: 'insert', text: 'INSERT INTO plain (v) VALUES ($1)', values: ['x'.repeat(60)] }),
   'submit function': () => ({
     name: 'submit',
-    text: `SELECT status FROM submit_one($1, $2, $3, $4, $5, $6, $7, $8::integer, $9::bigint, $10::bigint,
-             $11::boolean, $12::float8, $13::integer, $14::integer, $15::integer, $16)`,
-    values: [null, 't', `o${next++}`, 'k', 'c', 'd', '{}', 3, 60_000, 0, false, 1, null, null, null, true],
+    text: SUBMIT_ONE_SQL,
+    values: submitOneArgs('t', `o${next++}`, 'c'),
   }),
 };
 const ms = (x: number) => x.toFixed(2);
