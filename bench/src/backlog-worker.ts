@@ -12,7 +12,7 @@
  */
 import { readFileSync } from 'node:fs';
 import type { CaseResult } from './cases/types.js';
-import { openSluice, type StoreTarget } from './lib/engine.js';
+import { CLAIMING_METHODS, openSluice, type StoreTarget } from './lib/engine.js';
 import { PhaseMeter } from './lib/meter.js';
 import { databaseOf, PgObserver } from './lib/pg-admin.js';
 
@@ -95,9 +95,8 @@ async function run(spec: BacklogWorkerSpec, observer: PgObserver | undefined): P
     info: {
       n: spec.n,
       seconds: meter.seconds,
-      // The calls that claim: alone, or after the ends of the attempts whose slots they fill.
-      claimCalls: CLAIMING.reduce((sum, m) => sum + (counts.byMethod.get(m) ?? 0), 0),
-      claimMsTotal: CLAIMING.reduce((sum, m) => sum + (counts.msByMethod.get(m) ?? 0), 0),
+      claimCalls: CLAIMING_METHODS.reduce((sum, m) => sum + (counts.byMethod.get(m) ?? 0), 0),
+      claimMsTotal: CLAIMING_METHODS.reduce((sum, m) => sum + (counts.msByMethod.get(m) ?? 0), 0),
       rssStartMb: rssStart,
       rssPeakMb: rssPeak,
       heapPeakMb: heapPeak,
@@ -105,8 +104,6 @@ async function run(spec: BacklogWorkerSpec, observer: PgObserver | undefined): P
     },
   };
 }
-
-const CLAIMING = ['operationClaimMany', 'attemptFinishAndClaim'];
 
 const spec = JSON.parse(process.argv[2] ?? '{}') as BacklogWorkerSpec;
 const observer =

@@ -71,6 +71,9 @@ export const WRITE_METHODS = [
   'migrate',
 ];
 
+/** The store calls that claim: alone, or after the ends of the attempts whose slots they fill. */
+export const CLAIMING_METHODS = ['operationClaimMany', 'attemptFinishAndClaim'];
+
 export function counted<S extends Store>(store: S, counts: CallCounts): S {
   const wrapped = new Map<PropertyKey, unknown>();
   return new Proxy(store, {

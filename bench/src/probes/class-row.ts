@@ -9,8 +9,7 @@
  *   node dist/probes/class-row.js [--clients 4] [--ops 6000] [--rounds 3]
  */
 import { parseArgs } from 'node:util';
-import { pg } from '../lib/drivers.js';
-import { loadSluice, SUBMIT_ONE_SQL, submitOneArgs } from './load.js';
+import { loadSluice, migratedSchema, SUBMIT_ONE_SQL, schemaClient, submitOneArgs } from './load.js';
 
 const { values } = parseArgs({
   options: {
@@ -22,20 +21,8 @@ const { values } = parseArgs({
 const clientCount = Number(values.clients);
 const perClient = Math.round(Number(values.ops) / clientCount);
 const { sluice: s, label } = await loadSluice();
-const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-const schema = `classrow_${Date.now()}_${process.pid}`;
-const store = s.postgresStore({ connectionString: url, schema });
-await store.migrate();
-await store.close();
-
-const clients = await Promise.all(
-  Array.from({ length: clientCount }, async () => {
-    const c = new pg.Client({ connectionString: url });
-    await c.connect();
-    await c.query(`SET search_path = "${schema}"`);
-    return c;
-  }),
-);
+const schema = await migratedSchema(s, 'classrow');
+const clients = await Promise.all(Array.from({ length: clientCount }, () => schemaClient(schema)));
 let next = 0;
 async function round(oneClass: boolean): Promise<number> {
   const t0 = performance.now();

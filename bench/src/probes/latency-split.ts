@@ -15,7 +15,8 @@
 import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
-import { loadSluice, quantile } from './load.js';
+import { CLAIMING_METHODS } from '../lib/engine.js';
+import { databaseUrl, freshSchema, loadSluice, quantile } from './load.js';
 
 const { values } = parseArgs({
   options: {
@@ -27,31 +28,16 @@ const { values } = parseArgs({
 const rate = Number(values.rate);
 const n = Number(values.ops);
 const { sluice: s, label } = await loadSluice();
-const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-const schema = `latsplit_${Date.now()}_${process.pid}`;
+const url = databaseUrl();
+const schema = freshSchema('latsplit');
 // Two stores on one schema, as an API process and a worker process: NOTIFY carries the work.
 const submitting = s.postgresStore({ connectionString: url, schema });
 await submitting.migrate();
 const working = s.postgresStore({ connectionString: url, schema });
-// The claims that start operations: alone (a wake-up's) or after ends.
+// Every store call of both engines, timed. The worker's claims say which operations they started
+// (alone, a wake-up's, or after ends); the other calls (the submits aside) are what ran while a
+// slow operation waited.
 const claimed = new Map<number, [number, number]>();
-for (const method of ['operationClaimMany', 'attemptFinishAndClaim'] as const) {
-  const real = (working as unknown as Record<string, ((...a: unknown[]) => Promise<unknown>) | undefined>)[
-    method
-  ];
-  if (!real) continue;
-  (working as unknown as Record<string, unknown>)[method] = async (...args: unknown[]) => {
-    const started = performance.now();
-    const out = (await real.apply(working, args)) as {
-      rows?: Array<{ id: string }>;
-      claim?: { rows: Array<{ id: string }> };
-    };
-    for (const row of out.rows ?? out.claim?.rows ?? [])
-      claimed.set(Number(row.id.slice(1)), [started, performance.now()]);
-    return out;
-  };
-}
-// Every other store call of both engines, timed: what ran while a slow operation waited.
 const others: Array<{ store: string; method: string; from: number; to: number }> = [];
 for (const [name, st] of [
   ['api', submitting],
@@ -60,20 +46,20 @@ for (const [name, st] of [
   const obj = st as unknown as Record<string, unknown>;
   for (const method of Object.keys(obj)) {
     const real = obj[method];
-    if (typeof real !== 'function') continue;
-    if (
-      ['operationSubmitMany', 'operationClaimMany', 'attemptFinishAndClaim', 'subscribe', 'close'].includes(
-        method,
-      )
-    )
+    if (typeof real !== 'function' || ['operationSubmitMany', 'subscribe', 'close'].includes(method))
       continue;
+    const claims = name === 'worker' && CLAIMING_METHODS.includes(method);
     obj[method] = async (...args: unknown[]) => {
       const from = performance.now();
-      try {
-        return await (real as (...a: unknown[]) => Promise<unknown>).apply(st, args);
-      } finally {
-        others.push({ store: name, method, from, to: performance.now() });
-      }
+      const out = (await (real as (...a: unknown[]) => Promise<unknown>).apply(st, args)) as {
+        rows?: Array<{ id: string }>;
+        claim?: { rows: Array<{ id: string }> };
+      };
+      const to = performance.now();
+      if (!claims) others.push({ store: name, method, from, to });
+      else
+        for (const row of out.rows ?? out.claim?.rows ?? []) claimed.set(Number(row.id.slice(1)), [from, to]);
+      return out;
     };
   }
 }
@@ -136,6 +122,9 @@ console.log(
   `${label}: latency p50 ${ms(quantile(latency, 0.5))} ms, p99 ${ms(quantile(latency, 0.99))} ms | submit acknowledged ${ms(quantile(ack, 0.5))} | ` +
     `ack → claim leaves ${ms(quantile(toClaim, 0.5))} | claim ${ms(quantile(claim, 0.5))} | claim returns → handler ${ms(quantile(toStart, 0.5))} (medians, ms)`,
 );
+/** Whether [from, to] overlaps operation j's time from its submit to its handler's start. */
+const meanwhile = (j: number) => (x: { from: number; to: number }) =>
+  x.to > sent[j]! && x.from < startedAt[j]!;
 // The operations over 10 ms (the p99 target), by the step that took longest.
 const largest = new Map<string, number>();
 let over = 0;
@@ -143,7 +132,7 @@ let overGc = 0;
 for (let j = 0; j < n; j++) {
   if (latency[j]! <= 10) continue;
   over++;
-  if (gcs.some((g) => g.to > sent[j]! && g.from < startedAt[j]!)) overGc++;
+  if (gcs.some(meanwhile(j))) overGc++;
   const c = claimed.get(j);
   const steps: Array<[string, number]> = [['submit acknowledged', acked[j]! - sent[j]!]];
   if (c)
@@ -174,10 +163,9 @@ for (const j of slowest.sort((a, b) => a - b)) {
         ? ` | → claim ${ms(c[0] - acked[j]!)} | claim ${ms(c[1] - c[0])} | → handler ${ms(startedAt[j]! - c[1])}`
         : ' | claim not seen'),
   );
-  const during = others.filter((o) => o.to > sent[j]! && o.from < startedAt[j]!);
-  for (const o of during)
+  for (const o of others.filter(meanwhile(j)))
     console.log(`      meanwhile ${o.store}.${o.method} ${ms(o.from - t0)}–${ms(o.to - t0)} ms`);
-  for (const g of gcs.filter((g) => g.to > sent[j]! && g.from < startedAt[j]!))
+  for (const g of gcs.filter(meanwhile(j)))
     console.log(`      meanwhile a garbage collection ${ms(g.from - t0)}–${ms(g.to - t0)} ms`);
 }
 gcObserver.disconnect();

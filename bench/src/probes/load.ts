@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type * as SluiceModule from 'sluice';
+import { type PgClient, pg } from '../lib/drivers.js';
 
 export type Sluice = typeof SluiceModule;
 
@@ -20,12 +21,36 @@ export async function loadSluice(): Promise<{ sluice: Sluice; label: string }> {
   return { sluice: (await import(pathToFileURL(path).href)) as Sluice, label: path };
 }
 
+export const databaseUrl = (): string =>
+  process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+/** A schema name no other probe run uses. */
+export const freshSchema = (prefix: string): string => `${prefix}_${Date.now()}_${process.pid}`;
+
 /** A fresh store of the kind `--store` names: `pg` (default) or `sqlite`. */
 export function freshStore(s: Sluice, kind: string, prefix: string): SluiceModule.Store {
   if (kind === 'sqlite')
     return s.sqliteStore({ path: join(mkdtempSync(join(tmpdir(), `${prefix}-`)), 'sluice.db') });
-  const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-  return s.postgresStore({ connectionString: url, schema: `${prefix}_${Date.now()}_${process.pid}` });
+  return s.postgresStore({ connectionString: databaseUrl(), schema: freshSchema(prefix) });
+}
+
+/**
+ * For the probes that call the store's functions without the engine: a fresh schema migrated by
+ * the store (then closed), and a `pg` connection whose search path is that schema.
+ */
+export async function migratedSchema(s: Sluice, prefix: string): Promise<string> {
+  const schema = freshSchema(prefix);
+  const store = s.postgresStore({ connectionString: databaseUrl(), schema });
+  await store.migrate();
+  await store.close();
+  return schema;
+}
+
+export async function schemaClient(schema: string): Promise<PgClient> {
+  const client = new pg.Client({ connectionString: databaseUrl() });
+  await client.connect();
+  await client.query(`SET search_path = "${schema}"`);
+  return client;
 }
 
 export const quantile = (xs: number[], p: number): number => {

@@ -10,8 +10,7 @@
  */
 import { parseArgs } from 'node:util';
 import type { QueryConfig } from 'pg';
-import { pg } from '../lib/drivers.js';
-import { loadSluice, quantile, SUBMIT_ONE_SQL, submitOneArgs } from './load.js';
+import { loadSluice, migratedSchema, quantile, SUBMIT_ONE_SQL, schemaClient, submitOneArgs } from './load.js';
 
 const { values } = parseArgs({
   options: { calls: { type: 'string', default: '1000' }, every: { type: 'string', default: '5' } },
@@ -19,14 +18,7 @@ const { values } = parseArgs({
 const calls = Number(values.calls);
 const everyMs = Number(values.every);
 const { sluice: s, label } = await loadSluice();
-const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-const schema = `paced_${Date.now()}_${process.pid}`;
-const store = s.postgresStore({ connectionString: url, schema });
-await store.migrate();
-await store.close();
-const client = new pg.Client({ connectionString: url });
-await client.connect();
-await client.query(`SET search_path = "${schema}"`);
+const client = await schemaClient(await migratedSchema(s, 'paced'));
 await client.query('CREATE TABLE plain (id bigserial PRIMARY KEY, v text)');
 
 let next = 0;
