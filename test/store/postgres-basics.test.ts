@@ -97,6 +97,7 @@ describe('migrations', () => {
         { version: 6, name: 'plans' },
         { version: 7, name: 'claim_contended' },
         { version: 8, name: 'fair_order_single' },
+        { version: 9, name: 'submit_one_counted' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
@@ -680,6 +681,50 @@ describe('admission and budgets across processes', () => {
     const stats = await stores[1]!.queueStats();
     expect(stats.reduce((n, s) => n + s.waiting, 0)).toBe(created - claimed);
     expect(stats.reduce((n, s) => n + s.running, 0)).toBe(claimed);
+  });
+
+  it('keeps both counts exact when lone submits race each other and claims at both caps', async () => {
+    // One item per call: the single-submit function, whose class refusal and raced duplicate take
+    // back what the tenant's row had counted. Each id is sent by 9 callers at once, from 3 stores
+    // whose connections are open already, so the callers' lookups run before the first commits.
+    const stores = await processes(3, { poolSize: 3 });
+    await Promise.all(stores.flatMap((st) => [st.queueStats(), st.queueStats(), st.queueStats()]));
+    const limits = { maxWaiting: 3, maxQueued: 8 };
+    const outcomes: SubmitOutcome[] = [];
+    let claimed = 0;
+    for (let k = 0; k < 24; k++) {
+      const p = item({ tenant: `T${k % 4}`, id: `op-${k}`, limits });
+      const claim =
+        k % 2
+          ? stores[0]!.operationClaimMany({ class: 'default', owner: 'w', limit: 1, leaseMs: 60_000 })
+          : null;
+      const answers = await Promise.all(
+        stores.flatMap((st) => [st, st, st].map((x) => x.operationSubmitMany([p]))),
+      );
+      claimed += (await claim)?.rows.length ?? 0;
+      outcomes.push(...answers.flat());
+    }
+    const created = outcomes.filter((o) => o.status === 'created');
+    const ids = created.map((o) => (o.status === 'created' ? o.row.id : ''));
+    expect(new Set(ids).size).toBe(ids.length);
+    for (const o of outcomes) {
+      if (o.status !== 'rejected') continue;
+      if (o.reason === 'class-queue-full') expect(o.waiting).toBe(8);
+      else expect(o).toMatchObject({ reason: 'tenant-queue-full', waiting: 3 });
+    }
+    const [cls] = await stores[1]!.classStats();
+    expect(cls).toEqual({ class: 'default', waiting: created.length - claimed });
+    const stats = await stores[2]!.queueStats();
+    const rows = await stores[0]!.operationList({ limit: 500 });
+    expect(rows).toHaveLength(created.length);
+    for (const st of stats) {
+      const mine = rows.filter((r) => r.tenant === st.tenant);
+      expect({ tenant: st.tenant, waiting: st.waiting, running: st.running }).toEqual({
+        tenant: st.tenant,
+        waiting: mine.filter((r) => r.state === 'queued').length,
+        running: mine.filter((r) => r.state === 'running').length,
+      });
+    }
   });
 
   it('never lets concurrent retry takes exceed floor + ratio × first attempts', async () => {

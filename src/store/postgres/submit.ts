@@ -14,11 +14,16 @@
  */
 import type pg from 'pg';
 import { InvalidArgument } from '../../core/errors/index.js';
+import { createdRow } from '../created-row.js';
 import type { SubmitOutcome, SubmitParams } from '../types.js';
 import type { PgContext } from './connection.js';
-import { ms, type PgRow, toOperationRow } from './rows.js';
+import { ms, num, type PgRow, toOperationRow } from './rows.js';
 
-const COLUMNS = 'r.status, r.digest_matches, r.reason, r.counted_waiting, r.counted_running, (r.op).*';
+// A created operation comes back as its key and times only (store/created-row.ts builds the rest
+// from what was sent); an existing one, which the caller did not send, as one JSON column.
+const COLUMNS = `r.status, r.digest_matches, r.reason, r.counted_waiting, r.counted_running,
+  (r.op).seq, (r.op).created_at, (r.op).run_after, (r.op).deadline_at,
+  CASE WHEN r.status IN ('existing', 'conflict') THEN row_to_json(r.op) END AS existing`;
 const SQL_BATCH = `SELECT ${COLUMNS}
   FROM {s}.submit_many($1, $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
                        $8::integer[], $9::bigint[], $10::bigint[], $11::boolean[], $12::float8[],
@@ -71,21 +76,33 @@ export async function submitMany(
     throw new InvalidArgument('tx must be a pg client (PoolClient or Client) inside an open transaction');
   }
   const query = client ? ctx.on(client) : ctx.query;
-  const rows = await query<
-    PgRow & {
-      status: string;
-      digest_matches: boolean | null;
-      reason: 'tenant-queue-full' | 'class-queue-full' | null;
-      counted_waiting: number | null;
-      counted_running: number | null;
-    }
-  >(one ? SQL_ONE : SQL_BATCH, values);
-  return rows.map((r): SubmitOutcome => {
+  const rows = await query<{
+    status: string;
+    digest_matches: boolean | null;
+    reason: 'tenant-queue-full' | 'class-queue-full' | null;
+    counted_waiting: number | null;
+    counted_running: number | null;
+    seq: string | null;
+    created_at: string | null;
+    run_after: string | null;
+    deadline_at: string | null;
+    existing: PgRow | null;
+  }>(one ? SQL_ONE : SQL_BATCH, values);
+  return rows.map((r, i): SubmitOutcome => {
     switch (r.status) {
       case 'created':
+        return {
+          status: 'created',
+          row: createdRow(items[i]!, {
+            seq: Number(r.seq),
+            createdAt: Number(r.created_at),
+            runAfter: Number(r.run_after),
+            deadlineAt: num(r.deadline_at),
+          }),
+        };
       case 'existing':
       case 'conflict':
-        return { status: r.status, row: toOperationRow(r) };
+        return { status: r.status, row: toOperationRow(r.existing ?? {}) };
       case 'expired':
         return { status: 'expired', digestMatches: r.digest_matches === true };
       default:

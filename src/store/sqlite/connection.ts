@@ -128,13 +128,16 @@ export function openSqlite(options: SqliteOptions, clock: Clock): SqliteContext 
     }
     return s;
   };
+  // One transaction function for every write: better-sqlite3 builds a wrapper per `transaction()`
+  // call, which is measurable on a one-at-a-time submit.
+  const transaction = db.transaction(<T>(fn: (now: number) => T): T => fn(clock.now()));
   return {
     db,
     clock,
     stmt,
     write<T>(fn: (now: number) => T): T {
       try {
-        return db.transaction(() => fn(clock.now())).immediate();
+        return transaction.immediate(fn) as T;
       } catch (error) {
         throw classifySqliteError(error);
       }

@@ -21,14 +21,23 @@ export function queueEnter(
   leftRunning: number,
   limits?: QueueLimits,
 ): void {
-  ctx
+  const params = {
+    class: cls,
+    tenant,
+    count,
+    runAfter,
+    leftRunning,
+    setLimits: limits ? 1 : 0,
+    weight: limits?.weight ?? 1,
+    maxRunning: limits?.maxRunning ?? null,
+    maxWaiting: limits?.maxWaiting ?? null,
+  };
+  // The row exists after a tenant's first operation in the class: an UPDATE, and the INSERT (whose
+  // least-served look runs on every execution) only for a first one. SQLite serialises writers,
+  // so nothing can create the row between the two.
+  const updated = ctx
     .stmt(
-      `INSERT INTO queues (class, tenant, waiting, running, ready_at, vtime, weight, max_running, max_waiting)
-       VALUES (@class, @tenant, @count, 0, @runAfter,
-               coalesce((SELECT vtime FROM queues WHERE class = @class AND ready_at IS NOT NULL
-                         AND (max_running IS NULL OR running < max_running) ORDER BY vtime LIMIT 1), 0),
-               @weight, @maxRunning, @maxWaiting)
-       ON CONFLICT (class, tenant) DO UPDATE SET
+      `UPDATE queues SET
          waiting = waiting + @count,
          running = running - @leftRunning,
          vtime = CASE WHEN ready_at IS NULL THEN max(vtime, coalesce(
@@ -38,19 +47,21 @@ export function queueEnter(
          ready_at = min(coalesce(ready_at, @runAfter), @runAfter),
          weight = CASE WHEN @setLimits THEN @weight ELSE weight END,
          max_running = CASE WHEN @setLimits THEN @maxRunning ELSE max_running END,
-         max_waiting = CASE WHEN @setLimits THEN @maxWaiting ELSE max_waiting END`,
+         max_waiting = CASE WHEN @setLimits THEN @maxWaiting ELSE max_waiting END
+       WHERE class = @class AND tenant = @tenant`,
     )
-    .run({
-      class: cls,
-      tenant,
-      count,
-      runAfter,
-      leftRunning,
-      setLimits: limits ? 1 : 0,
-      weight: limits?.weight ?? 1,
-      maxRunning: limits?.maxRunning ?? null,
-      maxWaiting: limits?.maxWaiting ?? null,
-    });
+    .run(params);
+  if (updated.changes === 0) {
+    ctx
+      .stmt(
+        `INSERT INTO queues (class, tenant, waiting, running, ready_at, vtime, weight, max_running, max_waiting)
+         VALUES (@class, @tenant, @count, 0, @runAfter,
+                 coalesce((SELECT vtime FROM queues WHERE class = @class AND ready_at IS NOT NULL
+                           AND (max_running IS NULL OR running < max_running) ORDER BY vtime LIMIT 1), 0),
+                 @weight, @maxRunning, @maxWaiting)`,
+      )
+      .run(params);
+  }
   classWaiting(ctx, cls, count);
 }
 

@@ -6,6 +6,7 @@
  * the tenant's waiting cap refuses with nothing stored; only then the row is inserted and the
  * queue counters move. SQLite serialises writers, so check-then-insert is atomic.
  */
+import { createdRow } from '../created-row.js';
 import type { OperationRow, SubmitOutcome, SubmitParams } from '../types.js';
 import type { SqliteContext } from './connection.js';
 import { queueEnter } from './queue-counters.js';
@@ -16,46 +17,54 @@ export function submitMany(ctx: SqliteContext, items: SubmitParams[]): SubmitOut
 }
 
 function submitOne(ctx: SqliteContext, p: SubmitParams, now: number): SubmitOutcome {
-  const existing = ctx.stmt('SELECT * FROM operations WHERE tenant = ? AND id = ?').get(p.tenant, p.id) as
-    | RawOperation
-    | undefined;
-  if (existing) {
-    const row: OperationRow = toOperationRow(existing);
+  // The record and the tombstone in one statement: most submits find neither.
+  const found = ctx
+    .stmt(
+      `SELECT o.*, t.digest AS tomb FROM (SELECT 1) AS one
+         LEFT JOIN operations o ON o.tenant = @tenant AND o.id = @id
+         LEFT JOIN tombstones t ON t.tenant = @tenant AND t.id = @id`,
+    )
+    .get({ tenant: p.tenant, id: p.id }) as (Partial<RawOperation> & { tomb: string | null }) | undefined;
+  if (found?.seq != null) {
+    const row: OperationRow = toOperationRow(found as RawOperation);
     return { status: row.digest === p.digest ? 'existing' : 'conflict', row };
   }
-  const tomb = ctx.stmt('SELECT digest FROM tombstones WHERE tenant = ? AND id = ?').get(p.tenant, p.id) as
-    | { digest: string }
-    | undefined;
-  if (tomb) return { status: 'expired', digestMatches: tomb.digest === p.digest };
+  if (found?.tomb != null) return { status: 'expired', digestMatches: found.tomb === p.digest };
 
   const maxWaiting = p.limits?.maxWaiting ?? null;
   const maxQueued = p.limits?.maxQueued ?? null;
   if (maxWaiting !== null || maxQueued !== null) {
-    const q = ctx
-      .stmt('SELECT waiting, running FROM queues WHERE class = ? AND tenant = ?')
-      .get(p.class, p.tenant) as { waiting: number; running: number } | undefined;
-    const waiting = q?.waiting ?? 0;
-    const running = q?.running ?? 0;
+    // The tenant's counters and the class's, in one statement.
+    const counts = ctx
+      .stmt(
+        `SELECT q.waiting, q.running, c.waiting AS class_waiting FROM (SELECT 1) AS one
+           LEFT JOIN queues q ON q.class = @class AND q.tenant = @tenant
+           LEFT JOIN classes c ON c.class = @class`,
+      )
+      .get({ class: p.class, tenant: p.tenant }) as {
+      waiting: number | null;
+      running: number | null;
+      class_waiting: number | null;
+    };
+    const waiting = counts.waiting ?? 0;
+    const running = counts.running ?? 0;
     if (maxWaiting !== null && waiting >= maxWaiting) {
       return { status: 'rejected', reason: 'tenant-queue-full', waiting, running };
     }
-    if (maxQueued !== null) {
-      const c = ctx.stmt('SELECT waiting FROM classes WHERE class = ?').get(p.class) as
-        | { waiting: number }
-        | undefined;
-      if ((c?.waiting ?? 0) >= maxQueued) {
-        return { status: 'rejected', reason: 'class-queue-full', waiting: c?.waiting ?? 0, running };
-      }
+    const classWaiting = counts.class_waiting ?? 0;
+    if (maxQueued !== null && classWaiting >= maxQueued) {
+      return { status: 'rejected', reason: 'class-queue-full', waiting: classWaiting, running };
     }
   }
 
   const runAfter = now + Math.max(0, p.delayMs ?? 0);
-  const raw = ctx
+  const deadlineAt = p.deadlineMs === null ? null : now + p.deadlineMs;
+  const { seq } = ctx
     .stmt(
       `INSERT INTO operations (tenant, id, kind, class, digest, input, state, max_attempts, run_after,
                                deadline_at, created_at, updated_at)
        VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)
-       RETURNING *`,
+       RETURNING seq`,
     )
     .get(
       p.tenant,
@@ -66,10 +75,10 @@ function submitOne(ctx: SqliteContext, p: SubmitParams, now: number): SubmitOutc
       p.inputJson,
       p.maxAttempts,
       runAfter,
-      p.deadlineMs === null ? null : now + p.deadlineMs,
+      deadlineAt,
       now,
       now,
-    ) as RawOperation;
+    ) as { seq: number };
   queueEnter(ctx, p.class, p.tenant, 1, runAfter, 0, p.limits);
-  return { status: 'created', row: toOperationRow(raw) };
+  return { status: 'created', row: createdRow(p, { seq, createdAt: now, runAfter, deadlineAt }) };
 }

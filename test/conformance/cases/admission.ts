@@ -6,11 +6,14 @@
  * service-wide retry budget.
  */
 import { expect } from 'vitest';
+import type { Store } from '../../../src/store/store.js';
 import type { BudgetCharge } from '../../../src/store/types.js';
 import {
+  allOperations,
   BOOM,
   claim,
   claimOne,
+  expectCountersTrue,
   getRow,
   leaseOf,
   rejectionCode,
@@ -25,10 +28,8 @@ const spend = (cost: number, limit = 10_000): BudgetCharge[] => [
   { key: 'spend:pay:tenant:North', limit, windowMs: HOUR, cost },
   { key: 'spend:pay:*', limit: 100_000, windowMs: HOUR, cost },
 ];
-const usage = async (
-  fx: { store: import('../../../src/store/store.js').Store; clock: { now(): number } },
-  key: string,
-) => (await fx.store.budgetUsage({ prefix: key, since: fx.clock.now() })).find((u) => u.key === key);
+const usage = async (fx: { store: Store; clock: { now(): number } }, key: string) =>
+  (await fx.store.budgetUsage({ prefix: key, since: fx.clock.now() })).find((u) => u.key === key);
 
 export function admissionCases(t: CaseRegistry): void {
   t.group('class queue bound', (g) => {
@@ -57,6 +58,87 @@ export function admissionCases(t: CaseRegistry): void {
         await claimOne(store);
         const [again] = await store.operationSubmitMany([submitParams({ tenant: 'D', id: '2', limits })]);
         expect(again?.status).toBe('created');
+      },
+    );
+  });
+
+  // A lone submit is the common case (a quiet service, one request at a time) and each store
+  // serves it by a path of its own (PostgreSQL: submit_one): the caps at their edges, one call each.
+  t.group('one submit at a time', (g) => {
+    const one = async (store: Store, p: Parameters<typeof submitParams>[0]) =>
+      (await store.operationSubmitMany([submitParams(p)]))[0];
+
+    g.test('the tenant cap: the last place is taken, the next refused with the counts', async ({ store }) => {
+      const limits = { maxWaiting: 2, maxQueued: 10 };
+      expect((await one(store, { id: 'a', limits }))?.status).toBe('created');
+      expect((await one(store, { id: 'b', limits }))?.status).toBe('created');
+      expect(await one(store, { id: 'c', limits })).toEqual({
+        status: 'rejected',
+        reason: 'tenant-queue-full',
+        waiting: 2,
+        running: 0,
+      });
+      expect(await store.operationGet({ tenant: 'North', id: 'c' })).toBeUndefined();
+      // A duplicate at the full cap is answered from its record, not refused.
+      expect((await one(store, { id: 'a', limits }))?.status).toBe('existing');
+      await expectCountersTrue(store);
+      // Running operations do not wait: a claim makes room for exactly one more.
+      await claimOne(store);
+      expect((await one(store, { id: 'c', limits }))?.status).toBe('created');
+      expect(await one(store, { id: 'd', limits })).toMatchObject({
+        status: 'rejected',
+        waiting: 2,
+        running: 1,
+      });
+      await expectCountersTrue(store);
+    });
+
+    g.test(
+      'the class bound refuses after the tenant had room, and takes nothing from it',
+      async ({ store }) => {
+        const limits = { maxWaiting: 5, maxQueued: 2 };
+        expect((await one(store, { tenant: 'A', id: '1', limits }))?.status).toBe('created');
+        expect((await one(store, { tenant: 'B', id: '1', limits }))?.status).toBe('created');
+        expect(await one(store, { tenant: 'B', id: '2', limits })).toEqual({
+          status: 'rejected',
+          reason: 'class-queue-full',
+          waiting: 2,
+          running: 0,
+        });
+        // B's own count is still its one operation: the refused submit counted nothing.
+        await expectCountersTrue(store);
+        expect((await store.queueStats()).find((s) => s.tenant === 'B')).toMatchObject({ waiting: 1 });
+        await claimOne(store);
+        expect((await one(store, { tenant: 'B', id: '2', limits }))?.status).toBe('created');
+        await expectCountersTrue(store);
+      },
+    );
+
+    g.test('caps of zero refuse a tenant’s and a class’s very first operation', async ({ store }) => {
+      expect(await one(store, { tenant: 'A', limits: { maxWaiting: 0 } })).toEqual({
+        status: 'rejected',
+        reason: 'tenant-queue-full',
+        waiting: 0,
+        running: 0,
+      });
+      expect(await one(store, { tenant: 'B', class: 'bulk', limits: { maxQueued: 0 } })).toEqual({
+        status: 'rejected',
+        reason: 'class-queue-full',
+        waiting: 0,
+        running: 0,
+      });
+      expect(await allOperations(store)).toEqual([]);
+      await expectCountersTrue(store);
+    });
+
+    g.test(
+      'the row a submit answers is the row stored, delay and deadline included',
+      async ({ store, clock }) => {
+        const now = clock.now();
+        const out = await one(store, { id: 'later', delayMs: 1_500, deadlineMs: 90_000, maxAttempts: 2 });
+        if (out?.status !== 'created') throw new Error(`not created: ${JSON.stringify(out)}`);
+        expect(out.row).toMatchObject({ runAfter: now + 1_500, deadlineAt: now + 90_000, createdAt: now });
+        expect(await store.operationGet({ tenant: 'North', id: 'later' })).toEqual(out.row);
       },
     );
   });
