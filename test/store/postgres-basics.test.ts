@@ -99,6 +99,7 @@ describe('migrations', () => {
         { version: 8, name: 'fair_order_single' },
         { version: 9, name: 'submit_one_counted' },
         { version: 10, name: 'finish_locked_read' },
+        { version: 11, name: 'journal_locked_read' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
