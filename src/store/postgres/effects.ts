@@ -21,6 +21,7 @@ import {
   LeaseLost,
   OperationLimitExceeded,
 } from '../../core/errors/index.js';
+import { createdEffectRow } from '../created-row.js';
 import type {
   BudgetCharge,
   EffectBeginParams,
@@ -148,7 +149,9 @@ export async function effectMark(
   return row?.ok === true;
 }
 
-const BEGIN_MANY = `SELECT r.ord, r.status, r.clock, r.refused_by, r.retry_after, r.calls, (r.eff).*
+// A created row comes back as the clock only (store/created-row.ts builds it from what was sent);
+// an existing one as one JSON column.
+const BEGIN_MANY = `SELECT r.ord, r.status, r.clock, r.refused_by, r.retry_after, r.calls, row_to_json(r.eff) AS eff
   FROM {s}.effect_begin_many($1::bigint, $2::jsonb) r ORDER BY r.ord`;
 
 /** Several attempts' begins in one round trip and one commit; each answered alone. */
@@ -185,15 +188,18 @@ export async function effectBeginMany(
       maxCalls: p.maxCalls ?? null,
     };
   });
-  const rows = await ctx.query<Refusable & { ord: number }>(BEGIN_MANY, [ctx.now(), JSON.stringify(payload)]);
+  const rows = await ctx.query<Refusable & { ord: number; eff: PgRow | null }>(BEGIN_MANY, [
+    ctx.now(),
+    JSON.stringify(payload),
+  ]);
   return items.map((p, i): Settled<EffectBeginResult> => {
     const r = rows.find((row) => Number(row.ord) === i + 1);
     const error = refusal(r, p.lease, p.maxCalls);
     if (error) return { ok: false, error };
-    return {
-      ok: true,
-      value: { row: toEffectRow(r!), created: r!.status === 'created', now: num(r!.clock)! },
-    };
+    const now = num(r!.clock)!;
+    // The item-by-item version (budgets, an operation named twice) returns created rows too.
+    const row = r!.eff ? toEffectRow(r!.eff) : createdEffectRow(p, now);
+    return { ok: true, value: { row, created: r!.status === 'created', now } };
   });
 }
 

@@ -131,6 +131,9 @@ export function batchCases(t: CaseRegistry): void {
         cost: 120,
         sends: 1,
       });
+      // The rows answered are the rows stored, a created one and an existing one alike.
+      expect(await store.effectList(a!)).toEqual([aRow]);
+      expect(await store.effectList(e!)).toEqual([out[4]!.ok && out[4]!.value.row]);
       // The existing row comes back as it was: its own key, not the one asked for again.
       expect(out[4]!.ok && out[4]!.value.row.key).toBe('k-e');
       expect((await getRow(store, a!)).effectStartedAt).not.toBeNull();

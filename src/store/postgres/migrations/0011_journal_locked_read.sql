@@ -6,6 +6,11 @@
 -- locks, the fence. A join of the items with `operations` on the key, sorted in lock order under
 -- the lock clause, does both: the rows are locked as the sort returns them, each read as it is once
 -- locked. Items naming one operation twice still go item by item (their `_each` versions).
+--
+-- effect_begin_many also no longer reads back the `pending` rows it has just written: a created
+-- row holds nothing but what the caller sent and the clock, which it returns, and the store builds
+-- the row from those (store/created-row.ts). An existing row, which the caller did not send, still
+-- comes back whole.
 
 CREATE OR REPLACE FUNCTION effect_begin_many(p_now bigint, p_items jsonb)
 RETURNS TABLE (ord integer, status text, clock bigint, refused_by text, retry_after bigint, calls bigint,
@@ -119,7 +124,7 @@ BEGIN
            CASE WHEN u.st = 'call-limit' THEN u.sends END, e
       FROM unnest(a_tenant, a_id, a_name, a_status, a_calls) WITH ORDINALITY AS u(tenant, id, name, st, sends, n)
       LEFT JOIN LATERAL (SELECT x FROM effects x
-                          WHERE u.st IN ('created', 'existing') AND x.tenant = u.tenant AND x.op_id = u.id
+                          WHERE u.st = 'existing' AND x.tenant = u.tenant AND x.op_id = u.id
                             AND x.name = u.name OFFSET 0) f(e) ON true
      ORDER BY u.n;
 END
