@@ -1,55 +1,104 @@
 /**
  * @module bench/probes/drain
- * One worker engine at its defaults drains a backlog of no-op operations of one tenant:
+ * One worker engine at its defaults drains a backlog of no-op operations of one tenant (with
+ * `--effect`, operations of one journaled effect each, at the bench's in-process provider stubs):
  * operations/s, Node CPU per operation, and the hot loop's store calls (count, mean latency,
- * through the bench's own call counter). For A/B runs of a change: alternate builds (`SLUICE`,
- * see load.ts) in the same minutes and compare the rates.
+ * through the bench's own call counter). For A/B runs of a change, `--against <dist/index.js>`
+ * loads that build too and alternates the two round by round in this process (load.ts).
  *
- *   node dist/probes/drain.js [--store pg|sqlite] [--ops 10000]
+ *   node dist/probes/drain.js [--store pg|sqlite] [--ops 10000] [--effect] [--rounds 1] [--against PATH]
  */
 import { parseArgs } from 'node:util';
+import type { Charge } from 'sluice/testing';
 import { z } from 'zod';
-import { CallCounts, counted } from '../lib/engine.js';
-import { freshStore, loadSluice } from './load.js';
+import { CallCounts, counted, ProviderShards } from '../lib/engine.js';
+import { alternate, freshStore, loadBuilds, quantile, roundRatios, type Sluice } from './load.js';
 
-const HOT = ['operationClaimMany', 'attemptFinishMany', 'attemptFinishAndClaim'];
+const HOT = [
+  'operationClaimMany',
+  'attemptFinishMany',
+  'attemptFinishAndClaim',
+  'effectBeginMany',
+  'effectMarkMany',
+];
 
 const { values } = parseArgs({
-  options: { store: { type: 'string', default: 'pg' }, ops: { type: 'string', default: '10000' } },
+  options: {
+    store: { type: 'string', default: 'pg' },
+    ops: { type: 'string', default: '10000' },
+    effect: { type: 'boolean', default: false },
+    rounds: { type: 'string', default: '1' },
+    against: { type: 'string' },
+  },
 });
 const n = Number(values.ops);
-const { sluice: s, label } = await loadSluice();
-const base = freshStore(s, values.store, 'drain');
-await base.migrate();
-const counts = new CallCounts();
-const store = counted(base, counts);
-const engine = new s.Sluice({ store });
-engine.define('noop', { input: z.object({ i: z.number() }), run: () => undefined });
-for (let i = 0; i < n; i += 500)
-  await Promise.all(
-    Array.from({ length: Math.min(500, n - i) }, (_, k) =>
-      engine.submit({ tenant: 't', id: `o${i + k}`, kind: 'noop', input: { i: i + k } }),
+const builds = await loadBuilds(values.against);
+
+async function drain(s: Sluice): Promise<{ rate: number; cpu: number; calls: string }> {
+  const base = freshStore(s, values.store, 'drain');
+  await base.migrate();
+  const counts = new CallCounts();
+  const store = counted(base, counts);
+  const engine = new s.Sluice({ store });
+  const provider = new ProviderShards(n);
+  engine.define('noop', {
+    input: z.object({ i: z.number() }),
+    run: async (x, ctx) => {
+      if (!values.effect) return undefined;
+      const charge = await ctx.effect<Charge>('charge', {
+        call: ({ key, signal }) =>
+          provider.charge(x.i, { key, params: { invoice: x.i, amount_cents: 1 }, signal }),
+      });
+      return { charge: charge.id };
+    },
+  });
+  for (let i = 0; i < n; i += 500)
+    await Promise.all(
+      Array.from({ length: Math.min(500, n - i) }, (_, k) =>
+        engine.submit({ tenant: 't', id: `o${i + k}`, kind: 'noop', input: { i: i + k } }),
+      ),
+    );
+  counts.byMethod.clear();
+  counts.msByMethod.clear();
+  const worker = engine.worker();
+  let done = 0;
+  const cpu = process.cpuUsage();
+  const started = performance.now();
+  await new Promise<void>((resolve) => {
+    worker.on('attempt', () => {
+      if (++done === n) resolve();
+    });
+    worker.start();
+  });
+  const seconds = (performance.now() - started) / 1000;
+  const used = process.cpuUsage(cpu);
+  await engine.close();
+  const calls = [...counts.byMethod]
+    .filter(([m]) => HOT.includes(m))
+    .map(([m, c]) => `${m} ${c} × ${((counts.msByMethod.get(m) ?? 0) / c).toFixed(2)} ms`)
+    .join(', ');
+  return { rate: n / seconds, cpu: (used.user + used.system) / n, calls };
+}
+
+const results = await alternate(builds, Number(values.rounds), drain);
+for (const [i, build] of builds.entries()) {
+  const runs = results[i]!;
+  const rates = runs.map((r) => r.rate);
+  console.log(
+    `${build.label} ${values.store}${values.effect ? ' (one effect)' : ''}: ` +
+      `${Math.round(quantile(rates, 0.5))} ops/s (${rates.map(Math.round).join(', ')}), ` +
+      `Node CPU ${Math.round(
+        quantile(
+          runs.map((r) => r.cpu),
+          0.5,
+        ),
+      )} µs/op; last round: ${runs.at(-1)!.calls}`,
+  );
+}
+if (builds.length === 2)
+  console.log(
+    roundRatios(
+      results[0]!.map((r) => r.rate),
+      results[1]!.map((r) => r.rate),
     ),
   );
-counts.byMethod.clear();
-counts.msByMethod.clear();
-const worker = engine.worker();
-let done = 0;
-const cpu = process.cpuUsage();
-const started = performance.now();
-await new Promise<void>((resolve) => {
-  worker.on('attempt', () => {
-    if (++done === n) resolve();
-  });
-  worker.start();
-});
-const seconds = (performance.now() - started) / 1000;
-const used = process.cpuUsage(cpu);
-const perCall = [...counts.byMethod]
-  .filter(([m]) => HOT.includes(m))
-  .map(([m, c]) => `${m} ${c} × ${((counts.msByMethod.get(m) ?? 0) / c).toFixed(2)} ms`)
-  .join(', ');
-console.log(
-  `${label} ${values.store}: ${Math.round(n / seconds)} ops/s, Node CPU ${Math.round((used.user + used.system) / n)} µs/op; ${perCall}`,
-);
-await engine.close();

@@ -21,6 +21,36 @@ export async function loadSluice(): Promise<{ sluice: Sluice; label: string }> {
   return { sluice: (await import(pathToFileURL(path).href)) as Sluice, label: path };
 }
 
+export interface Build {
+  sluice: Sluice;
+  label: string;
+}
+
+/** The build under test, and with `against` (a built `dist/index.js`) another to alternate with. */
+export async function loadBuilds(against: string | undefined): Promise<Build[]> {
+  const builds = [await loadSluice()];
+  if (against) builds.push({ sluice: (await import(pathToFileURL(against).href)) as Sluice, label: against });
+  return builds;
+}
+
+/**
+ * `round` for every build, `rounds` times over, the builds taking turns within each round, so that
+ * both see the same minutes of a noisy machine. The results, per build, in round order.
+ */
+export async function alternate<T>(
+  builds: Build[],
+  rounds: number,
+  round: (s: Sluice) => Promise<T>,
+): Promise<T[][]> {
+  const out = builds.map((): T[] => []);
+  for (let r = 0; r < rounds; r++) for (const [i, b] of builds.entries()) out[i]!.push(await round(b.sluice));
+  return out;
+}
+
+/** Each round's figure of the first build over the second's, when there are two. */
+export const roundRatios = (a: number[], b: number[] | undefined): string =>
+  b ? `ratio round by round: ${a.map((x, r) => (x / b[r]!).toFixed(2)).join(', ')}` : '';
+
 export const databaseUrl = (): string =>
   process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 

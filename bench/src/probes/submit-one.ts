@@ -8,10 +8,9 @@
  *   node dist/probes/submit-one.js [--store pg|sqlite] [--ops 2000] [--rounds 3] [--against PATH]
  */
 
-import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
-import { freshStore, loadSluice, quantile, type Sluice } from './load.js';
+import { alternate, freshStore, loadBuilds, quantile, roundRatios, type Sluice } from './load.js';
 
 const { values } = parseArgs({
   options: {
@@ -22,13 +21,7 @@ const { values } = parseArgs({
   },
 });
 const n = Number(values.ops);
-const builds: Array<{ sluice: Sluice; label: string }> = [await loadSluice()];
-if (values.against) {
-  builds.push({
-    sluice: (await import(pathToFileURL(values.against).href)) as Sluice,
-    label: values.against,
-  });
-}
+const builds = await loadBuilds(values.against);
 const input = z.object({ job: z.number().int(), amount_cents: z.number().int(), note: z.string() });
 const payload = (job: number) => ({ job, amount_cents: 5000, note: 'a row of about 64 bytes' });
 
@@ -49,22 +42,19 @@ async function round(s: Sluice): Promise<{ rate: number; cpu: number }> {
   return { rate: n / seconds, cpu: (used.user + used.system) / n };
 }
 
-const results = builds.map(() => ({ rates: [] as number[], cpus: [] as number[] }));
-for (let r = 0; r < Number(values.rounds); r++) {
-  for (const [i, build] of builds.entries()) {
-    const { rate, cpu } = await round(build.sluice);
-    results[i]!.rates.push(rate);
-    results[i]!.cpus.push(cpu);
-  }
-}
+const results = await alternate(builds, Number(values.rounds), round);
 for (const [i, build] of builds.entries()) {
-  const { rates, cpus } = results[i]!;
+  const rates = results[i]!.map((r) => r.rate);
+  const cpus = results[i]!.map((r) => r.cpu);
   console.log(
     `${build.label} ${values.store}: ${Math.round(quantile(rates, 0.5))} submits/s ` +
       `(${rates.map(Math.round).join(', ')}), CPU ${Math.round(quantile(cpus, 0.5))} µs/submit`,
   );
 }
-if (builds.length === 2) {
-  const ratios = results[0]!.rates.map((x, r) => x / results[1]!.rates[r]!);
-  console.log(`ratio round by round: ${ratios.map((x) => x.toFixed(2)).join(', ')}`);
-}
+if (builds.length === 2)
+  console.log(
+    roundRatios(
+      results[0]!.map((r) => r.rate),
+      results[1]!.map((r) => r.rate),
+    ),
+  );
