@@ -100,6 +100,7 @@ describe('migrations', () => {
         { version: 9, name: 'submit_one_counted' },
         { version: 10, name: 'finish_locked_read' },
         { version: 11, name: 'journal_locked_read' },
+        { version: 12, name: 'claim_lone' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
@@ -111,7 +112,7 @@ describe('migrations', () => {
       // CREATE OR REPLACE that forgot to state them again would drop them.
       const unplanned = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-          WHERE n.nspname = $1 AND p.proname NOT IN ('now_ms', 'fair_order', 'wakeup_channel')
+          WHERE n.nspname = $1 AND p.proname NOT IN ('now_ms', 'fair_order', 'vtime_after', 'wakeup_channel')
             AND NOT (coalesce(p.proconfig, '{}') @> ARRAY['plan_cache_mode=force_generic_plan',
                                                             'enable_seqscan=off', 'enable_bitmapscan=off'])
           ORDER BY 1`,

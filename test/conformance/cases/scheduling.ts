@@ -102,6 +102,25 @@ export function schedulingCases(t: CaseRegistry): void {
       expect(north, served.join(',')).toBeGreaterThanOrEqual(19);
       expect(north, served.join(',')).toBeLessThanOrEqual(21);
     });
+
+    g.test('equal service makes equal virtual times, however the claims were batched', async (fx) => {
+      const { store, clock } = fx;
+      // At weight 10, three additions of 0.1 are 0.30000000000000004, and 3 / 10 is 0.3: a store
+      // that advanced a batch of three by division would put Bravo ahead of Alpha below.
+      const later = { limits: { weight: 10 }, delayMs: 1000 };
+      await store.operationSubmitMany([
+        ...[0, 1, 2, 3].map((i) => submitParams({ tenant: 'Alpha', id: `Alpha-${i}`, ...later })),
+        ...[0, 1, 2].map((i) => submitParams({ tenant: 'Bravo', id: `Bravo-${i}`, limits: { weight: 10 } })),
+        submitParams({ tenant: 'Bravo', id: 'Bravo-3', ...later }),
+      ]);
+      // Bravo alone is ready: three operations in one claim.
+      expect((await claim(store, { limit: 3 })).map((r) => r.id)).toEqual(['Bravo-0', 'Bravo-1', 'Bravo-2']);
+      clock.advance(1000);
+      // Alpha, behind on virtual time, gets three claims of one.
+      expect(await servedInTurn(store, 3)).toEqual(['Alpha', 'Alpha', 'Alpha']);
+      // Both have had three operations at weight 10: a tie, which goes to the first by name.
+      expect(await servedInTurn(store, 2)).toEqual(['Alpha', 'Bravo']);
+    });
   });
 
   t.group('tenant limits', (g) => {

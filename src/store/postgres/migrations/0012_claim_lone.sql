@@ -1,0 +1,257 @@
+-- Version 12: a claim that finds one tenant to serve does its whole work in one statement.
+--
+-- Version 7's claim runs the same nine statements whatever it finds: read the candidate tenants,
+-- order them (`fair_order`, twice), lock their operations, start them, count the first attempts,
+-- update each candidate's queue row, look for work it passed over, update the class row and the
+-- retry budget. Most claims find one candidate: every claim at a low rate (the tenant that just
+-- submitted), and every claim of a worker draining one tenant's backlog. Timed from Node on one
+-- schema, a submit then a claim of its one operation, the two versions taking turns 400 times:
+-- medians of 0.82 and 0.91 ms a claim for version 7 in two runs, 0.73 and 0.78 ms for this one
+-- (docs/benchmarks.md, "A lone candidate's claim in one statement").
+--
+-- Here the claim first tries that short way: one statement reads up to two candidates (locking
+-- them, `SKIP LOCKED` as before) and, when there is exactly one — or the claim wants one
+-- operation, so that only the first candidate could be served — locks that tenant's ready
+-- operations up to its room, starts them, counts them out of its queue row and the class row, into
+-- the retry budget, and says whether it passed over work. These are version 7's picks: a lone
+-- candidate is served in ready order up to its room, and a claim of one serves the candidate
+-- first in (vtime, tenant) order. The tenant's virtual time advances by 1 / weight per operation
+-- in the same order of additions as the general path (`vtime_after`), so that both ways, and the
+-- SQLite store, compute bit for bit the same times. A statement that started nothing (no
+-- candidate, two or more, or one whose operations another claimer holds) changed nothing but the
+-- candidates' locks, and version 7's general path runs as before, re-reading the candidates it
+-- already holds.
+--
+-- Lock order is version 7's: queue rows, then operations (both `SKIP LOCKED`), then the class
+-- row, then the retry-budget row. Inside one statement the order of data-modifying CTEs is not
+-- the order they are written in, so each reads the one before: `counted` (the class row) reads
+-- `served`, and `firsts` (the retry budget) reads `counted`, which makes each run to completion
+-- before the next takes its lock.
+--
+-- The statement reads the queue row's new `ready_at` with the snapshot it started with, in which
+-- the operations it starts are still `queued`; it leaves them out by key. What other transactions
+-- start meanwhile may make that time early, which `ready_at` allows (never late: a submit or a
+-- finish of the tenant waits for the queue row this claim holds).
+--
+-- The flag that the claim passed over work (`sluice.claim_contended`, version 7) is set by the
+-- statement only when it started something; a claim that started nothing goes on to the general
+-- path, which sets it itself.
+
+-- A tenant's virtual time after `p_n` operations at weight `p_w`: one addition of 1 / weight per
+-- operation, as the claim's serving loop (and store/sqlite/claim.ts) advances it.
+CREATE FUNCTION vtime_after(p_vt double precision, p_w double precision, p_n integer) RETURNS double precision
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+DECLARE
+  v double precision := p_vt;
+BEGIN
+  FOR i IN 1 .. p_n LOOP
+    v := v + 1 / p_w;
+  END LOOP;
+  RETURN v;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION claim(p_class text, p_owner text, p_limit integer, p_lease_ms bigint, p_now bigint,
+                      p_bucket_ms bigint, p_shard integer)
+RETURNS SETOF operations
+LANGUAGE plpgsql SET search_path FROM CURRENT
+  SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_bitmapscan = off
+AS $$
+DECLARE
+  v_seen text[] := '{}';
+  v_claimed integer := 0;
+  v_firsts integer := 0;
+  v_want integer;
+  n integer;
+  c record;
+  -- Per candidate of a round: tenant, virtual time, weight, its operations (offset, count), taken.
+  t text[];
+  vt double precision[];
+  w double precision[];
+  off integer[];
+  cnt integer[];
+  taken integer[];
+  ops bigint[];
+  -- The operations a round serves, in service order.
+  v_pick bigint[];
+  -- Per candidate: how many it may start (its running cap's room), its share of the round.
+  room integer[];
+  share integer[];
+  v_k integer;
+  v_lim integer;
+  v_short boolean;
+BEGIN
+  IF p_limit <= 0 THEN
+    RETURN;
+  END IF;
+  -- The short way: one candidate, served in one statement.
+  RETURN QUERY
+    WITH cand AS (
+      SELECT q.tenant, q.vtime, q.weight,
+             least(p_limit, coalesce(q.max_running - q.running, p_limit)) AS room
+        FROM queues q
+       WHERE q.class = p_class AND q.ready_at <= p_now
+         AND (q.max_running IS NULL OR q.running < q.max_running)
+       ORDER BY q.vtime, q.tenant
+       LIMIT least(2, p_limit)
+       FOR UPDATE SKIP LOCKED),
+    lone AS (
+      SELECT c1.* FROM cand c1 WHERE (SELECT count(*) FROM cand) = 1),
+    picked AS (
+      SELECT o.seq FROM lone l, LATERAL (
+        SELECT o.seq FROM operations o
+         WHERE o.class = p_class AND o.tenant = l.tenant AND o.state = 'queued' AND o.run_after <= p_now
+         ORDER BY o.run_after, o.seq
+         LIMIT l.room
+         FOR UPDATE SKIP LOCKED) o),
+    started AS (
+      UPDATE operations o SET state = 'running', attempt = o.attempt + 1, epoch = o.epoch + 1,
+             started_at = p_now, lease_owner = p_owner, lease_expires_at = p_now + p_lease_ms,
+             updated_at = p_now
+        FROM picked p
+       WHERE o.seq = p.seq
+      RETURNING o.*),
+    -- How many started, how many of them first attempts, and whether work was passed over: set
+    -- here because the data-modifying CTEs below read this one, so it is computed whatever the
+    -- result's reader fetches (a claim that started nothing leaves the flag to the general path).
+    tally AS (
+      SELECT count(*)::integer AS n, (count(*) FILTER (WHERE s.attempt = 1))::integer AS firsts,
+             CASE WHEN count(*) > 0 AND count(*) < p_limit
+                   AND EXISTS (SELECT 1 FROM queues q
+                                WHERE q.class = p_class AND q.ready_at <= p_now
+                                  AND (q.max_running IS NULL OR q.running < q.max_running)
+                                  AND q.tenant NOT IN (SELECT l.tenant FROM lone l))
+                  THEN set_config('sluice.claim_contended', 'on', true) END AS contended
+        FROM started s),
+    served AS (
+      UPDATE queues q SET running = q.running + y.n, waiting = q.waiting - y.n,
+             vtime = vtime_after(l.vtime, l.weight, y.n),
+             ready_at = (SELECT min(o.run_after) FROM operations o
+                          WHERE o.class = p_class AND o.tenant = l.tenant AND o.state = 'queued'
+                            AND o.seq NOT IN (SELECT p.seq FROM picked p))
+        FROM lone l, tally y
+       WHERE q.class = p_class AND q.tenant = l.tenant AND y.n > 0
+      RETURNING 1),
+    counted AS (
+      INSERT INTO classes AS x (class, waiting)
+      SELECT p_class, -y.n FROM tally y WHERE y.n > 0 AND (SELECT count(*) FROM served) >= 0
+      ON CONFLICT (class) DO UPDATE SET waiting = x.waiting + excluded.waiting
+      RETURNING 1),
+    firsts AS (
+      INSERT INTO retry_budget AS b (bucket, shard, firsts)
+      SELECT p_now - p_now % p_bucket_ms, p_shard, y.firsts FROM tally y
+       WHERE y.firsts > 0 AND p_bucket_ms IS NOT NULL AND (SELECT count(*) FROM counted) >= 0
+      ON CONFLICT (bucket, shard) DO UPDATE SET firsts = b.firsts + excluded.firsts)
+    SELECT s.* FROM started s ORDER BY s.run_after, s.seq;
+  IF FOUND THEN
+    RETURN;
+  END IF;
+
+  -- Version 7's general path.
+  FOR v_round IN 1 .. 4 LOOP
+    EXIT WHEN v_claimed >= p_limit;
+    v_want := p_limit - v_claimed;
+    t := '{}'; vt := '{}'; w := '{}'; taken := '{}'; room := '{}'; n := 0;
+    FOR c IN
+      SELECT q.tenant, q.running, q.max_running, q.vtime, q.weight FROM queues q
+       WHERE q.class = p_class AND q.ready_at <= p_now
+         AND (q.max_running IS NULL OR q.running < q.max_running)
+         AND q.tenant <> ALL (v_seen)
+       ORDER BY q.vtime, q.tenant
+       LIMIT v_want
+       FOR UPDATE SKIP LOCKED
+    LOOP
+      n := n + 1;
+      v_seen := v_seen || c.tenant;
+      t := t || c.tenant;
+      vt := vt || c.vtime;
+      w := w || c.weight;
+      taken := taken || 0;
+      room := room || least(v_want, coalesce(c.max_running - c.running, v_want));
+    END LOOP;
+    EXIT WHEN n = 0;
+    -- Each candidate's share: what the round serves it when every candidate has its room ready.
+    share := array_fill(0, ARRAY[n]);
+    FOREACH v_k IN ARRAY fair_order(vt, w, room, v_want) LOOP
+      share[v_k] := share[v_k] + 1;
+    END LOOP;
+    -- Lock each candidate's operations up to its share. One short of its share hands its turns to
+    -- the others: then lock every candidate's up to its room (the rows already locked come back
+    -- first), and the round serves what it would have served from those.
+    FOR pass IN 1 .. 2 LOOP
+      off := '{}'; cnt := '{}'; ops := '{}'; v_short := false;
+      FOR k IN 1 .. n LOOP
+        off := off || coalesce(array_length(ops, 1), 0);
+        v_lim := CASE WHEN pass = 1 THEN share[k] ELSE room[k] END;
+        IF v_lim > 0 THEN
+          ops := ops || ARRAY(
+            SELECT o.seq FROM operations o
+             WHERE o.class = p_class AND o.tenant = t[k] AND o.state = 'queued' AND o.run_after <= p_now
+             ORDER BY o.run_after, o.seq
+             LIMIT v_lim
+             FOR UPDATE SKIP LOCKED);
+        END IF;
+        cnt := cnt || (coalesce(array_length(ops, 1), 0) - off[k]);
+        v_short := v_short OR cnt[k] < share[k];
+      END LOOP;
+      EXIT WHEN NOT v_short;
+    END LOOP;
+    -- Serve in that order over what was locked, one operation at a time.
+    v_pick := '{}';
+    FOREACH v_k IN ARRAY fair_order(vt, w, cnt, v_want) LOOP
+      taken[v_k] := taken[v_k] + 1;
+      vt[v_k] := vt[v_k] + 1 / w[v_k];
+      v_pick := v_pick || ops[off[v_k] + taken[v_k]];
+      v_claimed := v_claimed + 1;
+    END LOOP;
+    -- The round's picks start in one statement, returned in the order they were served.
+    RETURN QUERY
+      WITH started AS (
+        UPDATE operations o SET state = 'running', attempt = o.attempt + 1, epoch = o.epoch + 1,
+               started_at = p_now, lease_owner = p_owner, lease_expires_at = p_now + p_lease_ms,
+               updated_at = p_now
+         WHERE o.seq = ANY (v_pick)
+        RETURNING o.*)
+      SELECT s.* FROM started s JOIN unnest(v_pick) WITH ORDINALITY AS u(seq, n) ON u.seq = s.seq ORDER BY u.n;
+    IF p_bucket_ms IS NOT NULL THEN
+      -- First attempts: attempt 1 after the update (the picks are locked; no one else moved them).
+      SELECT v_firsts + count(*) INTO v_firsts FROM operations o WHERE o.seq = ANY (v_pick) AND o.attempt = 1;
+    END IF;
+    FOR k IN 1 .. n LOOP
+      UPDATE queues SET running = running + taken[k], waiting = waiting - taken[k], vtime = vt[k],
+             ready_at = (SELECT min(o.run_after) FROM operations o
+                          WHERE o.class = p_class AND o.tenant = t[k] AND o.state = 'queued')
+       WHERE class = p_class AND tenant = t[k];
+    END LOOP;
+    -- Fewer candidates than wanted: no other tenant had ready work, the next round finds none.
+    EXIT WHEN n < v_want;
+  END LOOP;
+  -- Short of the limit: did a tenant with ready work stay out because another transaction held
+  -- its queue row (a submit, a finish, another claimer), or become ready since the candidates
+  -- were read? Read without locks, the tenants not served; the caller then claims again soon
+  -- instead of waiting for a wake-up that may never come.
+  IF v_claimed < p_limit AND EXISTS (
+       SELECT 1 FROM queues q
+        WHERE q.class = p_class AND q.ready_at <= p_now
+          AND (q.max_running IS NULL OR q.running < q.max_running)
+          AND q.tenant <> ALL (v_seen)) THEN
+    PERFORM set_config('sluice.claim_contended', 'on', true);
+  END IF;
+  -- The class and retry-budget rows exist after the first claim; their functions, each a call
+  -- with its own settings, only when they do not.
+  IF v_claimed > 0 THEN
+    UPDATE classes x SET waiting = x.waiting - v_claimed WHERE x.class = p_class;
+    IF NOT FOUND THEN
+      PERFORM classes_move(ARRAY[p_class], ARRAY[-v_claimed]);
+    END IF;
+  END IF;
+  IF v_firsts > 0 AND p_bucket_ms IS NOT NULL THEN
+    UPDATE retry_budget b SET firsts = b.firsts + v_firsts
+     WHERE b.bucket = p_now - p_now % p_bucket_ms AND b.shard = p_shard;
+    IF NOT FOUND THEN
+      PERFORM retry_budget_count(p_now - p_now % p_bucket_ms, p_shard, v_firsts, 0, 0);
+    END IF;
+  END IF;
+END
+$$;
