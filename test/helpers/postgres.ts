@@ -208,6 +208,18 @@ export async function rowsRead(store: PostgresStore, schema: string, tables: str
   return Number(rows[0].n);
 }
 
+/** Pages of `index` in `schema` that the store's connections have read so far (from cache or disk). */
+export async function indexPagesRead(store: PostgresStore, schema: string, index: string): Promise<number> {
+  const pool = store.context.pool;
+  await pool.query('SELECT pg_stat_force_next_flush()');
+  const { rows } = await pool.query(
+    `SELECT coalesce(sum(idx_blks_hit + idx_blks_read), 0) AS n
+       FROM pg_statio_user_indexes WHERE schemaname = $1 AND indexrelname = $2`,
+    [schema, index],
+  );
+  return Number(rows[0].n);
+}
+
 /** Keeps autovacuum (and its ANALYZE, which would replace cached plans) off `tables` of `schema`. */
 export async function withoutAutovacuum(client: pg.Client, schema: string, tables: string[]): Promise<void> {
   for (const table of tables)

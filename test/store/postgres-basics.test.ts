@@ -22,6 +22,7 @@ import type {
 import { FakeClock } from '../../src/testing/fake-clock.js';
 import {
   freePort,
+  indexPagesRead,
   type PgTestDatabase,
   rowsRead,
   startPostgres,
@@ -917,6 +918,68 @@ describe('maintenance plans', () => {
       }
       // Through an index a run that finds nothing due reads next to nothing; a scan, 40,000 rows.
       expect(((await rowsRead(store, schema, tables)) - before) / n).toBeLessThan(100);
+    } finally {
+      await admin.end();
+    }
+  });
+});
+
+describe('claim reads', () => {
+  it("do not step over the index entries that a tenant's earlier claims left behind", async () => {
+    const clock = new FakeClock();
+    const schema = db.freshSchema();
+    // One connection: every statement's reads are counted on it before the next is sent.
+    const store = db.store({ schema, poolSize: 1, clock });
+    await store.migrate();
+    const admin = await db.client();
+    try {
+      // Without VACUUM, every operation claimed leaves its entry in the ready index.
+      await withoutAutovacuum(admin, schema, ['operations', 'queues']);
+      // 2,000 operations of a tenant, ready one millisecond apart from now on (run_after in order).
+      const enqueue = async (tenant: string) => {
+        for (let i = 0; i < 2000; i += 500)
+          await store.operationSubmitMany(
+            Array.from({ length: 500 }, (_, k) => item({ tenant, id: `${tenant}-${i + k}`, delayMs: i + k })),
+          );
+        clock.advance(2000);
+      };
+      // Pages of the ready index read per claim of 32 (each claim's operations then end).
+      const pagesPerClaim = async (rounds: number): Promise<number> => {
+        const before = await indexPagesRead(store, schema, 'operations_ready');
+        for (let r = 0; r < rounds; r++) {
+          const { rows } = await store.operationClaimMany({
+            class: 'default',
+            owner: 'w',
+            limit: 32,
+            leaseMs: 60_000,
+          });
+          expect(rows).toHaveLength(32);
+          const ends = rows.map((x) => ({
+            lease: { tenant: x.tenant, id: x.id, epoch: x.epoch },
+            outcome: 'succeeded' as const,
+            result: 1,
+          }));
+          expect(await store.attemptFinishMany(ends)).toEqual(rows.map(() => true));
+        }
+        return ((await indexPagesRead(store, schema, 'operations_ready')) - before) / rounds;
+      };
+      // Two tenants at once (the general path, 16 each per claim): 1,600 of each claimed between
+      // the first five claims and the last five.
+      await enqueue('North');
+      await enqueue('South');
+      const bothEarly = await pagesPerClaim(5);
+      await pagesPerClaim(90);
+      const bothLate = await pagesPerClaim(5);
+      await pagesPerClaim(25);
+      // A third tenant alone (a lone candidate, one statement): 1,600 claimed in between.
+      await enqueue('East');
+      const aloneEarly = await pagesPerClaim(5);
+      await pagesPerClaim(40);
+      const aloneLate = await pagesPerClaim(5);
+      // Reads that started at the front of a tenant's range would cross the entries its 1,600
+      // claimed operations left there, about ten pages per read, two reads per tenant a claim.
+      expect(bothLate, `${bothEarly} → ${bothLate}`).toBeLessThan(bothEarly + 4);
+      expect(aloneLate, `${aloneEarly} → ${aloneLate}`).toBeLessThan(aloneEarly + 4);
     } finally {
       await admin.end();
     }

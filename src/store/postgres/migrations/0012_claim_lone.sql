@@ -33,6 +33,16 @@
 -- start meanwhile may make that time early, which `ready_at` allows (never late: a submit or a
 -- finish of the tenant waits for the queue row this claim holds).
 --
+-- Both ways also start their reads of a tenant's ready operations at its queue row's `ready_at`
+-- instead of at the front of its part of the ready index. `ready_at` is never later than the
+-- earliest `run_after` of the tenant's queued operations (every writer lowers it with `least`,
+-- the claim sets it to that minimum), so nothing ready is skipped; what is skipped is the front of
+-- the index, where every operation claimed since the last VACUUM left an entry that the scan
+-- otherwise steps over (an index entry outlives the row version it points to). Draining one
+-- tenant's backlog of 60,000 without autovacuum, a round of ends and claim took 4.6 ms at the
+-- start and 6.0 ms at the end before this; a busy table between two autovacuum runs (by default
+-- after a fifth of it changed) is the same.
+--
 -- The flag that the claim passed over work (`sluice.claim_contended`, version 7) is set by the
 -- statement only when it started something; a claim that started nothing goes on to the general
 -- path, which sets it itself.
@@ -65,8 +75,10 @@ DECLARE
   v_want integer;
   n integer;
   c record;
-  -- Per candidate of a round: tenant, virtual time, weight, its operations (offset, count), taken.
+  -- Per candidate of a round: tenant, virtual time, weight, ready time, its operations (offset,
+  -- count), taken.
   t text[];
+  ra bigint[];
   vt double precision[];
   w double precision[];
   off integer[];
@@ -88,7 +100,7 @@ BEGIN
   -- The short way: one candidate, served in one statement.
   RETURN QUERY
     WITH cand AS (
-      SELECT q.tenant, q.vtime, q.weight,
+      SELECT q.tenant, q.vtime, q.weight, q.ready_at,
              least(p_limit, coalesce(q.max_running - q.running, p_limit)) AS room
         FROM queues q
        WHERE q.class = p_class AND q.ready_at <= p_now
@@ -101,7 +113,8 @@ BEGIN
     picked AS (
       SELECT o.seq FROM lone l, LATERAL (
         SELECT o.seq FROM operations o
-         WHERE o.class = p_class AND o.tenant = l.tenant AND o.state = 'queued' AND o.run_after <= p_now
+         WHERE o.class = p_class AND o.tenant = l.tenant AND o.state = 'queued'
+           AND o.run_after BETWEEN l.ready_at AND p_now
          ORDER BY o.run_after, o.seq
          LIMIT l.room
          FOR UPDATE SKIP LOCKED) o),
@@ -129,7 +142,7 @@ BEGIN
              vtime = vtime_after(l.vtime, l.weight, y.n),
              ready_at = (SELECT min(o.run_after) FROM operations o
                           WHERE o.class = p_class AND o.tenant = l.tenant AND o.state = 'queued'
-                            AND o.seq NOT IN (SELECT p.seq FROM picked p))
+                            AND o.run_after >= l.ready_at AND o.seq NOT IN (SELECT p.seq FROM picked p))
         FROM lone l, tally y
        WHERE q.class = p_class AND q.tenant = l.tenant AND y.n > 0
       RETURNING 1),
@@ -152,9 +165,9 @@ BEGIN
   FOR v_round IN 1 .. 4 LOOP
     EXIT WHEN v_claimed >= p_limit;
     v_want := p_limit - v_claimed;
-    t := '{}'; vt := '{}'; w := '{}'; taken := '{}'; room := '{}'; n := 0;
+    t := '{}'; vt := '{}'; w := '{}'; ra := '{}'; taken := '{}'; room := '{}'; n := 0;
     FOR c IN
-      SELECT q.tenant, q.running, q.max_running, q.vtime, q.weight FROM queues q
+      SELECT q.tenant, q.running, q.max_running, q.vtime, q.weight, q.ready_at FROM queues q
        WHERE q.class = p_class AND q.ready_at <= p_now
          AND (q.max_running IS NULL OR q.running < q.max_running)
          AND q.tenant <> ALL (v_seen)
@@ -167,6 +180,7 @@ BEGIN
       t := t || c.tenant;
       vt := vt || c.vtime;
       w := w || c.weight;
+      ra := ra || c.ready_at;
       taken := taken || 0;
       room := room || least(v_want, coalesce(c.max_running - c.running, v_want));
     END LOOP;
@@ -187,7 +201,8 @@ BEGIN
         IF v_lim > 0 THEN
           ops := ops || ARRAY(
             SELECT o.seq FROM operations o
-             WHERE o.class = p_class AND o.tenant = t[k] AND o.state = 'queued' AND o.run_after <= p_now
+             WHERE o.class = p_class AND o.tenant = t[k] AND o.state = 'queued'
+               AND o.run_after BETWEEN ra[k] AND p_now
              ORDER BY o.run_after, o.seq
              LIMIT v_lim
              FOR UPDATE SKIP LOCKED);
@@ -221,7 +236,8 @@ BEGIN
     FOR k IN 1 .. n LOOP
       UPDATE queues SET running = running + taken[k], waiting = waiting - taken[k], vtime = vt[k],
              ready_at = (SELECT min(o.run_after) FROM operations o
-                          WHERE o.class = p_class AND o.tenant = t[k] AND o.state = 'queued')
+                          WHERE o.class = p_class AND o.tenant = t[k] AND o.state = 'queued'
+                            AND o.run_after >= ra[k])
        WHERE class = p_class AND tenant = t[k];
     END LOOP;
     -- Fewer candidates than wanted: no other tenant had ready work, the next round finds none.
