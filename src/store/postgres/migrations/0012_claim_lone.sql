@@ -6,8 +6,9 @@
 -- retry budget. Most claims find one candidate: every claim at a low rate (the tenant that just
 -- submitted), and every claim of a worker draining one tenant's backlog. Timed from Node on one
 -- schema, a submit then a claim of its one operation, the two versions taking turns 400 times:
--- medians of 0.82 and 0.91 ms a claim for version 7 in two runs, 0.73 and 0.78 ms for this one
--- (docs/benchmarks.md, "A lone candidate's claim in one statement").
+-- medians of 0.82 and 0.91 ms a claim for version 7 in two runs, 0.73 and 0.78 ms for this one;
+-- through the store, which also parses the claimed row, 0.96–0.97× (docs/benchmarks.md, the table
+-- of migration 12).
 --
 -- Here the claim first tries that short way: one statement reads up to two candidates (locking
 -- them, `SKIP LOCKED` as before) and, when there is exactly one — or the claim wants one
