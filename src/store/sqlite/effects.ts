@@ -46,6 +46,12 @@ export function effectBegin(ctx: SqliteContext, p: EffectBeginParams): EffectBeg
 }
 
 /**
+ * `beginOne` in a savepoint of the caller's transaction, one wrapper per connection: better-sqlite3
+ * builds a wrapper per `transaction()` call, which a batch would otherwise pay once per item.
+ */
+const savepointed = new WeakMap<SqliteContext['db'], typeof beginOne>();
+
+/**
  * Several attempts' begins in one transaction (one fsync). Each item runs in its own savepoint:
  * a refusal (it throws before or after writing) is rolled back alone and answered alone.
  */
@@ -53,10 +59,16 @@ export function effectBeginMany(
   ctx: SqliteContext,
   items: EffectBeginParams[],
 ): Array<Settled<EffectBeginResult>> {
+  let begin = savepointed.get(ctx.db);
+  if (!begin) {
+    begin = ctx.db.transaction(beginOne);
+    savepointed.set(ctx.db, begin);
+  }
+  const inSavepoint = begin;
   return ctx.write((now) =>
     items.map((p): Settled<EffectBeginResult> => {
       try {
-        return { ok: true, value: ctx.db.transaction(() => beginOne(ctx, p, now))() };
+        return { ok: true, value: inSavepoint(ctx, p, now) };
       } catch (error) {
         if (!isSluiceError(error)) throw error;
         return { ok: false, error };
