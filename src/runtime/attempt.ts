@@ -123,12 +123,16 @@ export async function runAttempt(
   claimNow: number,
 ): Promise<AttemptReport> {
   const started = performance.now();
-  env.events.emit('attempt-started', {
-    ...refOf(row),
-    attempt: row.attempt,
-    firstAttemptAgeMs: row.attempt === 1 ? Math.max(0, claimNow - row.createdAt) : null,
-  });
+  // The events' payloads are built only for someone listening (metrics, tests): most attempts of
+  // an engine without observers would build and drop two objects each.
+  if (env.events.listenerCount('attempt-started') > 0)
+    env.events.emit('attempt-started', {
+      ...refOf(row),
+      attempt: row.attempt,
+      firstAttemptAgeMs: row.attempt === 1 ? Math.max(0, claimNow - row.createdAt) : null,
+    });
   const report = await attemptOnce(env, row, claimNow);
+  if (env.events.listenerCount('attempt-ended') === 0) return report;
   const durationMs = performance.now() - started;
   const ended = report.outcome === 'written' ? report.end : report.outcome;
   env.events.emit('attempt-ended', {
@@ -227,7 +231,7 @@ async function execute(
   deadlineInMs: number | null,
   log: Logger,
 ): Promise<AttemptEnd | { outcome: 'succeeded'; result: unknown } | 'crashed'> {
-  const controller = new AbortController();
+  const controller = new AttemptController();
   const started = performance.now();
   const timeLimit = Math.min(kind.limits.attemptTimeoutMs, deadlineInMs ?? Number.POSITIVE_INFINITY);
   const byDeadline = deadlineInMs !== null && deadlineInMs <= kind.limits.attemptTimeoutMs;
@@ -310,8 +314,10 @@ async function execute(
         markCrashed: () => {
           crashed = true;
         },
-        onCall: (effect, provider, outcome) =>
-          env.events.emit('effect', { ...refOf(row), effect, provider, outcome }),
+        onCall: (effect, provider, outcome) => {
+          if (env.events.listenerCount('effect') > 0)
+            env.events.emit('effect', { ...refOf(row), effect, provider, outcome });
+        },
       },
     },
   );
@@ -320,7 +326,7 @@ async function execute(
     const input = await validateInput(kind, row.input);
     const result = await untilAbortedPlusGrace(
       Promise.resolve(kind.run(input, ctx)),
-      controller.signal,
+      controller,
       env.abortGraceMs,
     );
     checkAlive();
@@ -374,26 +380,48 @@ async function execute(
 }
 
 /**
- * Waits for the handler; once the signal fires, waits at most `graceMs` more. A handler that
+ * An attempt's controller. Whoever stops the attempt (its timer, a lost lease, a cancel, the
+ * worker's shutdown, a limit) calls `abort` on it, the signal's listeners run, and then
+ * `afterAbort`: the attempt's own wait hears of it without a listener on the signal, which Node
+ * would add and remove for every attempt.
+ */
+class AttemptController extends AbortController {
+  afterAbort: (() => void) | undefined;
+
+  override abort(reason?: unknown): void {
+    if (this.signal.aborted) return;
+    super.abort(reason);
+    this.afterAbort?.();
+  }
+}
+
+/**
+ * Waits for the handler; once the attempt is aborted, waits at most `graceMs` more. A handler that
  * ignores its signal then runs on unobserved, but its slot is freed and its writes are refused.
  */
-function untilAbortedPlusGrace<T>(work: Promise<T>, signal: AbortSignal, graceMs: number): Promise<T> {
+function untilAbortedPlusGrace<T>(
+  work: Promise<T>,
+  controller: AttemptController,
+  graceMs: number,
+): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let timer: NodeJS.Timeout | undefined;
     const onAbort = () => {
-      timer = setTimeout(() => reject(signal.reason), graceMs);
+      timer = setTimeout(() => reject(controller.signal.reason), graceMs);
     };
-    if (signal.aborted) onAbort();
-    else signal.addEventListener('abort', onAbort, { once: true });
+    if (controller.signal.aborted) onAbort();
+    else controller.afterAbort = onAbort;
+    const settle = () => {
+      clearTimeout(timer);
+      controller.afterAbort = undefined;
+    };
     work.then(
       (v) => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', onAbort);
+        settle();
         resolve(v);
       },
       (e) => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', onAbort);
+        settle();
         reject(e);
       },
     );
