@@ -2,7 +2,7 @@
  * Deadlines and attempt timeouts. An operation whose deadline passed before it starts is never
  * started (failed, zero provider calls); a deadline that passes while an effect's outcome is
  * unknown leaves the operation waiting for reconciliation, never `failed`; an attempt timeout is
- * a retryable failure.
+ * a retryable failure, also for a handler that ignores its signal (left behind after the grace).
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -97,5 +97,34 @@ describe('deadlines', () => {
       ['retry', 'attempt-timeout'],
       ['succeeded', null],
     ]);
+  });
+
+  it('a handler that ignores its signal is left behind after the grace, and its slot freed', async () => {
+    h = await harness();
+    let ignored = 0;
+    h.sluice.define('deaf', {
+      input: z.object({}),
+      limits: { attemptTimeoutMs: 100, backoff: { baseMs: 0, capMs: 0 } },
+      run(_i, ctx) {
+        // The first attempt never settles and never looks at its signal.
+        if (ctx.attempt === 1) {
+          ignored++;
+          return new Promise(() => {});
+        }
+        return { attempt: ctx.attempt };
+      },
+    });
+    // One slot: the retry can only run once the first attempt's slot is free again.
+    const w = h.worker({ slots: { default: 1 }, abortGraceMs: 50 });
+    w.start();
+    await h.sluice.submit({ tenant: 'North', id: 'D', kind: 'deaf', input: {} });
+    const op = await h.sluice.wait({ tenant: 'North', id: 'D' });
+    expect([op.state, op.result, ignored]).toEqual(['succeeded', { attempt: 2 }, 1]);
+    const full = await h.sluice.get({ tenant: 'North', id: 'D' }, { include: ['attempts'] });
+    expect(full?.attempts?.map((a) => [a.outcome, a.error?.code ?? null])).toEqual([
+      ['retry', 'attempt-timeout'],
+      ['succeeded', null],
+    ]);
+    expect(w.running).toBe(0);
   });
 });
