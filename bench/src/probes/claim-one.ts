@@ -18,8 +18,9 @@ const { values } = parseArgs({
 });
 const n = Number(values.ops);
 const builds = await loadBuilds(values.against);
-const stores = builds.map((b) =>
-  b.sluice.postgresStore({ connectionString: databaseUrl(), schema: freshSchema('claim1') }),
+// A schema per build (their migrations differ), named apart even when made in the same millisecond.
+const stores = builds.map((b, k) =>
+  b.sluice.postgresStore({ connectionString: databaseUrl(), schema: freshSchema(`claim1_${k}`) }),
 );
 for (const store of stores) await store.migrate();
 

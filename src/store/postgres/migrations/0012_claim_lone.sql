@@ -1,27 +1,33 @@
--- Version 12: a claim that finds one tenant to serve does its whole work in one statement.
+-- Version 12: a claim that finds one tenant to serve does its work in two statements.
 --
 -- Version 7's claim runs the same nine statements whatever it finds: read the candidate tenants,
 -- order them (`fair_order`, twice), lock their operations, start them, count the first attempts,
 -- update each candidate's queue row, look for work it passed over, update the class row and the
 -- retry budget. Most claims find one candidate: every claim at a low rate (the tenant that just
--- submitted), and every claim of a worker draining one tenant's backlog. Timed from Node on one
--- schema, a submit then a claim of its one operation, the two versions taking turns 400 times:
--- medians of 0.82 and 0.91 ms a claim for version 7 in two runs, 0.73 and 0.78 ms for this one;
--- through the store, which also parses the claimed row, 0.96–0.97× (docs/benchmarks.md, the table
--- of migration 12).
+-- submitted), and every claim of a worker draining one tenant's backlog (docs/benchmarks.md, the
+-- table of migration 12, has what each version costs).
 --
--- Here the claim first tries that short way: one statement reads up to two candidates (locking
--- them, `SKIP LOCKED` as before) and, when there is exactly one — or the claim wants one
--- operation, so that only the first candidate could be served — locks that tenant's ready
--- operations up to its room, starts them, counts them out of its queue row and the class row, into
--- the retry budget, and says whether it passed over work. These are version 7's picks: a lone
--- candidate is served in ready order up to its room, and a claim of one serves the candidate
--- first in (vtime, tenant) order. The tenant's virtual time advances by 1 / weight per operation
--- in the same order of additions as the general path (`vtime_after`), so that both ways, and the
--- SQLite store, compute bit for bit the same times. A statement that started nothing (no
--- candidate, two or more, or one whose operations another claimer holds) changed nothing but the
--- candidates' locks, and version 7's general path runs as before, re-reading the candidates it
--- already holds.
+-- Here the claim first reads up to two candidates, locking them (`SKIP LOCKED` as before). With
+-- exactly one — or a claim of one operation, which only the first candidate could serve — a
+-- second statement locks that tenant's ready operations up to its room, starts them, counts them
+-- out of its queue row and the class row and into the retry budget, and says whether it passed
+-- over work. These are version 7's picks: a lone candidate is served in ready order up to its
+-- room, and a claim of one serves the candidate first in (vtime, tenant) order. The tenant's
+-- virtual time advances by 1 / weight per operation in the same order of additions as the
+-- general path (`vtime_after`), so that both ways, and the SQLite store, compute bit for bit the
+-- same times. With no candidate, two or more, or one whose operations another claimer holds,
+-- version 7's general path runs as before, re-reading the candidates it already holds.
+--
+-- Why two statements and not one: the second computes the queue row's new `ready_at`, the
+-- earliest `run_after` among the tenant's queued operations that it sees, leaving out by key the
+-- ones it starts (its own snapshot still shows them queued). A snapshot taken before the queue row
+-- was locked could miss the operations of a submit that committed in between (the row read under
+-- the lock is its latest version), and would set `ready_at` past them: nothing claims a tenant
+-- whose `ready_at` lies ahead, so they would wait for its next submit. One statement doing it all
+-- did exactly that under load, once in about 20 rounds of 500 operations submitted while a worker
+-- ran. The second statement's snapshot is taken with the row held: every submit that touched it
+-- committed before, and any later one waits for this claim and then lowers `ready_at` again with
+-- `least`.
 --
 -- Lock order is version 7's: queue rows, then operations (both `SKIP LOCKED`), then the class
 -- row, then the retry-budget row. Inside one statement the order of data-modifying CTEs is not
@@ -29,24 +35,18 @@
 -- `served`, and `firsts` (the retry budget) reads `counted`, which makes each run to completion
 -- before the next takes its lock.
 --
--- The statement reads the queue row's new `ready_at` with the snapshot it started with, in which
--- the operations it starts are still `queued`; it leaves them out by key. What other transactions
--- start meanwhile may make that time early, which `ready_at` allows (never late: a submit or a
--- finish of the tenant waits for the queue row this claim holds).
---
 -- Both ways also start their reads of a tenant's ready operations at its queue row's `ready_at`
 -- instead of at the front of its part of the ready index. `ready_at` is never later than the
 -- earliest `run_after` of the tenant's queued operations (every writer lowers it with `least`,
--- the claim sets it to that minimum), so nothing ready is skipped; what is skipped is the front of
--- the index, where every operation claimed since the last VACUUM left an entry that the scan
--- otherwise steps over (an index entry outlives the row version it points to). Draining one
--- tenant's backlog of 60,000 without autovacuum, a round of ends and claim took 4.6 ms at the
--- start and 6.0 ms at the end before this; a busy table between two autovacuum runs (by default
--- after a fifth of it changed) is the same.
+-- the claim sets it to that minimum, as seen with the row held), so nothing ready is skipped; what
+-- is skipped is the front of the index, where every operation claimed since the last VACUUM left
+-- an entry that the scan otherwise steps over (an index entry outlives the row version it points
+-- to). Draining one tenant's backlog of 60,000 without autovacuum, a round of ends and claim took
+-- 4.6 ms at the start and 6.0 ms at the end before this; a busy table between two autovacuum runs
+-- (by default after a fifth of it changed) is the same.
 --
 -- The flag that the claim passed over work (`sluice.claim_contended`, version 7) is set by the
--- statement only when it started something; a claim that started nothing goes on to the general
--- path, which sets it itself.
+-- short way only when it started something; otherwise the general path sets it itself.
 
 -- A tenant's virtual time after `p_n` operations at weight `p_w`: one addition of 1 / weight per
 -- operation, as the claim's serving loop (and store/sqlite/claim.ts) advances it.
@@ -94,72 +94,83 @@ DECLARE
   v_k integer;
   v_lim integer;
   v_short boolean;
+  -- The short way's lone candidate.
+  l_tenant text;
+  l_vtime double precision;
+  l_weight double precision;
+  l_ready_at bigint;
+  l_room integer;
 BEGIN
   IF p_limit <= 0 THEN
     RETURN;
   END IF;
-  -- The short way: one candidate, served in one statement.
-  RETURN QUERY
-    WITH cand AS (
-      SELECT q.tenant, q.vtime, q.weight, q.ready_at,
-             least(p_limit, coalesce(q.max_running - q.running, p_limit)) AS room
-        FROM queues q
-       WHERE q.class = p_class AND q.ready_at <= p_now
-         AND (q.max_running IS NULL OR q.running < q.max_running)
-       ORDER BY q.vtime, q.tenant
-       LIMIT least(2, p_limit)
-       FOR UPDATE SKIP LOCKED),
-    lone AS (
-      SELECT c1.* FROM cand c1 WHERE (SELECT count(*) FROM cand) = 1),
-    picked AS (
-      SELECT o.seq FROM lone l, LATERAL (
+  -- The short way. First the candidates, up to two, locked (the row read is the latest version,
+  -- whoever committed it since this statement's snapshot).
+  SELECT count(*)::integer, min(cand.tenant), min(cand.vtime), min(cand.weight), min(cand.ready_at), min(cand.room)
+    INTO n, l_tenant, l_vtime, l_weight, l_ready_at, l_room
+    FROM (SELECT q.tenant, q.vtime, q.weight, q.ready_at,
+                 least(p_limit, coalesce(q.max_running - q.running, p_limit)) AS room
+            FROM queues q
+           WHERE q.class = p_class AND q.ready_at <= p_now
+             AND (q.max_running IS NULL OR q.running < q.max_running)
+           ORDER BY q.vtime, q.tenant
+           LIMIT least(2, p_limit)
+             FOR UPDATE SKIP LOCKED) cand;
+  -- One candidate (or a claim of one, which only the first could serve): the rest in one statement,
+  -- whose snapshot is taken now that the tenant's queue row is held. It must be: the new
+  -- `ready_at` is the earliest `run_after` this statement sees, and a submit that committed after
+  -- an earlier snapshot (before the lock) would have operations it cannot see.
+  IF n = 1 THEN
+    RETURN QUERY
+      WITH picked AS (
         SELECT o.seq FROM operations o
-         WHERE o.class = p_class AND o.tenant = l.tenant AND o.state = 'queued'
-           AND o.run_after BETWEEN l.ready_at AND p_now
+         WHERE o.class = p_class AND o.tenant = l_tenant AND o.state = 'queued'
+           AND o.run_after BETWEEN l_ready_at AND p_now
          ORDER BY o.run_after, o.seq
-         LIMIT l.room
-         FOR UPDATE SKIP LOCKED) o),
-    started AS (
-      UPDATE operations o SET state = 'running', attempt = o.attempt + 1, epoch = o.epoch + 1,
-             started_at = p_now, lease_owner = p_owner, lease_expires_at = p_now + p_lease_ms,
-             updated_at = p_now
-        FROM picked p
-       WHERE o.seq = p.seq
-      RETURNING o.*),
-    -- How many started, how many of them first attempts, and whether work was passed over: set
-    -- here because the data-modifying CTEs below read this one, so it is computed whatever the
-    -- result's reader fetches (a claim that started nothing leaves the flag to the general path).
-    tally AS (
-      SELECT count(*)::integer AS n, (count(*) FILTER (WHERE s.attempt = 1))::integer AS firsts,
-             CASE WHEN count(*) > 0 AND count(*) < p_limit
-                   AND EXISTS (SELECT 1 FROM queues q
-                                WHERE q.class = p_class AND q.ready_at <= p_now
-                                  AND (q.max_running IS NULL OR q.running < q.max_running)
-                                  AND q.tenant NOT IN (SELECT l.tenant FROM lone l))
-                  THEN set_config('sluice.claim_contended', 'on', true) END AS contended
-        FROM started s),
-    served AS (
-      UPDATE queues q SET running = q.running + y.n, waiting = q.waiting - y.n,
-             vtime = vtime_after(l.vtime, l.weight, y.n),
-             ready_at = (SELECT min(o.run_after) FROM operations o
-                          WHERE o.class = p_class AND o.tenant = l.tenant AND o.state = 'queued'
-                            AND o.run_after >= l.ready_at AND o.seq NOT IN (SELECT p.seq FROM picked p))
-        FROM lone l, tally y
-       WHERE q.class = p_class AND q.tenant = l.tenant AND y.n > 0
-      RETURNING 1),
-    counted AS (
-      INSERT INTO classes AS x (class, waiting)
-      SELECT p_class, -y.n FROM tally y WHERE y.n > 0 AND (SELECT count(*) FROM served) >= 0
-      ON CONFLICT (class) DO UPDATE SET waiting = x.waiting + excluded.waiting
-      RETURNING 1),
-    firsts AS (
-      INSERT INTO retry_budget AS b (bucket, shard, firsts)
-      SELECT p_now - p_now % p_bucket_ms, p_shard, y.firsts FROM tally y
-       WHERE y.firsts > 0 AND p_bucket_ms IS NOT NULL AND (SELECT count(*) FROM counted) >= 0
-      ON CONFLICT (bucket, shard) DO UPDATE SET firsts = b.firsts + excluded.firsts)
-    SELECT s.* FROM started s ORDER BY s.run_after, s.seq;
-  IF FOUND THEN
-    RETURN;
+         LIMIT l_room
+           FOR UPDATE SKIP LOCKED),
+      started AS (
+        UPDATE operations o SET state = 'running', attempt = o.attempt + 1, epoch = o.epoch + 1,
+               started_at = p_now, lease_owner = p_owner, lease_expires_at = p_now + p_lease_ms,
+               updated_at = p_now
+          FROM picked p
+         WHERE o.seq = p.seq
+        RETURNING o.*),
+      -- How many started, how many of them first attempts, and whether work was passed over: set
+      -- here because the data-modifying CTEs below read this one, so it is computed whatever the
+      -- result's reader fetches (a claim that started nothing leaves the flag to the general path).
+      tally AS (
+        SELECT count(*)::integer AS n, (count(*) FILTER (WHERE s.attempt = 1))::integer AS firsts,
+               CASE WHEN count(*) > 0 AND count(*) < p_limit
+                     AND EXISTS (SELECT 1 FROM queues q
+                                  WHERE q.class = p_class AND q.ready_at <= p_now
+                                    AND (q.max_running IS NULL OR q.running < q.max_running)
+                                    AND q.tenant <> l_tenant)
+                    THEN set_config('sluice.claim_contended', 'on', true) END AS contended
+          FROM started s),
+      served AS (
+        UPDATE queues q SET running = q.running + y.n, waiting = q.waiting - y.n,
+               vtime = vtime_after(l_vtime, l_weight, y.n),
+               ready_at = (SELECT min(o.run_after) FROM operations o
+                            WHERE o.class = p_class AND o.tenant = l_tenant AND o.state = 'queued'
+                              AND o.run_after >= l_ready_at AND o.seq NOT IN (SELECT p.seq FROM picked p))
+          FROM tally y
+         WHERE q.class = p_class AND q.tenant = l_tenant AND y.n > 0
+        RETURNING 1),
+      counted AS (
+        INSERT INTO classes AS x (class, waiting)
+        SELECT p_class, -y.n FROM tally y WHERE y.n > 0 AND (SELECT count(*) FROM served) >= 0
+        ON CONFLICT (class) DO UPDATE SET waiting = x.waiting + excluded.waiting
+        RETURNING 1),
+      firsts AS (
+        INSERT INTO retry_budget AS b (bucket, shard, firsts)
+        SELECT p_now - p_now % p_bucket_ms, p_shard, y.firsts FROM tally y
+         WHERE y.firsts > 0 AND p_bucket_ms IS NOT NULL AND (SELECT count(*) FROM counted) >= 0
+        ON CONFLICT (bucket, shard) DO UPDATE SET firsts = b.firsts + excluded.firsts)
+      SELECT s.* FROM started s ORDER BY s.run_after, s.seq;
+    IF FOUND THEN
+      RETURN;
+    END IF;
   END IF;
 
   -- Version 7's general path.
