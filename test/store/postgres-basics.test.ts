@@ -928,16 +928,28 @@ describe('maintenance', () => {
   });
 });
 
+/**
+ * A store on a fresh schema with one connection (every statement's cached plan and read counter is
+ * on it), a fake clock, autovacuum off on `tables` (no VACUUM or ANALYZE behind the test's back),
+ * and an admin connection, which the caller ends.
+ */
+async function oneConnection(tables: string[]) {
+  const clock = new FakeClock();
+  const schema = db.freshSchema();
+  const store = db.store({ schema, poolSize: 1, clock });
+  await store.migrate();
+  const admin = await db.client();
+  await withoutAutovacuum(admin, schema, tables).catch(async (error) => {
+    await admin.end();
+    throw error;
+  });
+  return { clock, schema, store, admin };
+}
+
 describe('maintenance plans', () => {
   it('keep reading by index after the table grows under plans made while it was empty', async () => {
-    const clock = new FakeClock();
-    const schema = db.freshSchema();
-    // One connection: every plan the maintenance statements cache is on it.
-    const store = db.store({ schema, poolSize: 1, clock });
-    await store.migrate();
-    const admin = await db.client();
+    const { clock, schema, store, admin } = await oneConnection(['operations', 'tombstones']);
     try {
-      await withoutAutovacuum(admin, schema, ['operations', 'tombstones']);
       // More than the five runs after which PostgreSQL may cache a generic plan, on empty tables.
       const rescue = () => store.leaseRescue({ maxLeaseExpiries: 3, limit: 100 });
       const purge = () => store.retentionPurge({ retentionMs: 60_000, tombstoneMs: 600_000, limit: 100 });
@@ -978,15 +990,9 @@ describe('maintenance plans', () => {
 
 describe('claim reads', () => {
   it("do not step over the index entries that a tenant's earlier claims left behind", async () => {
-    const clock = new FakeClock();
-    const schema = db.freshSchema();
-    // One connection: every statement's reads are counted on it before the next is sent.
-    const store = db.store({ schema, poolSize: 1, clock });
-    await store.migrate();
-    const admin = await db.client();
+    // Without VACUUM, every operation claimed leaves its entry in the ready index.
+    const { clock, schema, store, admin } = await oneConnection(['operations', 'queues']);
     try {
-      // Without VACUUM, every operation claimed leaves its entry in the ready index.
-      await withoutAutovacuum(admin, schema, ['operations', 'queues']);
       // 2,000 operations of a tenant, ready one millisecond apart from now on (run_after in order).
       const enqueue = async (tenant: string) => {
         for (let i = 0; i < 2000; i += 500)
