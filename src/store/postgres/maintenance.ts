@@ -17,6 +17,7 @@
  * connection while a table was small stays a full scan once it is large.
  */
 import { afterLeaseExpiry } from '../../core/decisions.js';
+import { byteOrder } from '../byte-order.js';
 import type { PurgeParams, RescuedOperation, RescueParams } from '../types.js';
 import type { PgContext, Query } from './connection.js';
 import { jsonText, ms, num, type PgRow } from './rows.js';
@@ -69,7 +70,7 @@ export function rescue(ctx: PgContext, p: RescueParams): Promise<RescuedOperatio
     // Operations that went back to the queue, per class: the class counters move last.
     const requeued = new Map<string, number>();
     // Queue rows are locked in (class, tenant) order, as everywhere else.
-    const ordered = [...expired].sort((a, b) => cmp(a.class, b.class) || cmp(a.tenant, b.tenant));
+    const ordered = [...expired].sort((a, b) => byteOrder(a.class, b.class) || byteOrder(a.tenant, b.tenant));
     for (const op of ordered) {
       const fact = journal.get(`${op.tenant}\u0000${op.id}`);
       const expiries = op.lease_expiries + 1;
@@ -136,9 +137,6 @@ export function rescue(ctx: PgContext, p: RescueParams): Promise<RescuedOperatio
     return expired.map((o) => rescued.get(o.seq)!);
   });
 }
-
-/** Byte order, as the "C" collation and SQLite compare. */
-const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 /** How long budget windows and retry-budget buckets are kept after they ended. */
 const DAY_MS = 86_400_000;

@@ -7,6 +7,7 @@
 import { adjustFailure } from '../../core/decisions.js';
 import type { ErrorRecord } from '../../core/errors/index.js';
 import type { OperationState } from '../../core/states.js';
+import { byteOrder } from '../byte-order.js';
 import type { AttemptOutcome, FinishParams, LeaseRef, LeaseStatus } from '../types.js';
 import type { SqliteContext } from './connection.js';
 import { queueEnter, queueLeave } from './queue-counters.js';
@@ -70,7 +71,9 @@ export function finishMany(ctx: SqliteContext, items: FinishParams[]): boolean[]
   return ctx.write((now) => {
     const groups = new Map<string, Ended>();
     const out = items.map((item) => finishOne(ctx, item, now, groups));
-    const ordered = [...groups.values()].sort((a, b) => cmp(a.cls, b.cls) || cmp(a.tenant, b.tenant));
+    const ordered = [...groups.values()].sort(
+      (a, b) => byteOrder(a.cls, b.cls) || byteOrder(a.tenant, b.tenant),
+    );
     for (const g of ordered) {
       if (g.requeued > 0) queueEnter(ctx, g.cls, g.tenant, g.requeued, g.runAfter, g.ended);
       else queueLeave(ctx, g.cls, g.tenant, 0, g.ended);
@@ -78,9 +81,6 @@ export function finishMany(ctx: SqliteContext, items: FinishParams[]): boolean[]
     return out;
   });
 }
-
-/** Byte order, as the "C" collation and SQLite compare. */
-const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 /** What an end reads of its operation (not the input, which can be large). */
 type Running = Pick<
