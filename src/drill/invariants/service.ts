@@ -191,10 +191,10 @@ export function connectionsBack(e: Evidence): InvariantResult {
       name: 'Database connections back to baseline',
       unit: int,
       means: (l) =>
-        `≤ ${int(l.level.connections)} (baseline max ${int(l.max.connections)} + 10%, at least 1)`,
+        `≤ ${int(l.level.connections)} (baseline max ${int(l.max.connections)} + 10%, at least 2)`,
     },
     `Measured as ${e.connectionsMethod}. Pools open connections on demand and close them after 10 s idle, so ` +
-      "the level allows 10% (at least one) above the baseline's maximum. In every sample the count must also stay " +
+      "the level allows 10% (at least two) above the baseline's maximum. In every sample the count must also stay " +
       "within what the deployment's processes may open (each process's pool and LISTEN connection; a killed " +
       "process's for a second).",
   );
