@@ -16,7 +16,8 @@
  * A claim takes every free slot. Claiming half of them, so that one half runs here while the
  * other half's ends and claim are in the store, was measured and dropped: with PostgreSQL the
  * store call is then always the one in the way, and it costs nearly as much for 16 operations as
- * for 32, while the replies wait for this process's CPU (docs/benchmarks.md).
+ * for 32, while the replies wait for this process's CPU. With one effect per operation, whose
+ * journal calls could overlap another half's, it measured slower too (docs/benchmarks.md).
  */
 
 import type { Store } from '../store/store.js';
