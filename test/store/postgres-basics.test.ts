@@ -406,6 +406,35 @@ describe('claim', () => {
   });
 });
 
+describe('durable commits', () => {
+  /** The store's connections as a server, database or role set to `value` would start them. */
+  const startingWith = (value: string) => {
+    const url = new URL(db.url);
+    url.searchParams.set('options', `-c synchronous_commit=${value}`);
+    return url.toString();
+  };
+  const settingOf = async (store: PostgresStore) =>
+    (await store.context.query<{ v: string }>(`SELECT current_setting('synchronous_commit') AS v`))[0]!.v;
+
+  it('raises synchronous_commit = off to local on the store’s own connections', async () => {
+    const store = db.store({ connectionString: startingWith('off'), poolSize: 1 });
+    expect(await settingOf(store)).toBe('local');
+    await store.migrate();
+    const [out] = await store.operationSubmitMany([item({ id: 'durable-1' })]);
+    expect(out?.status).toBe('created');
+    expect(await settingOf(store)).toBe('local');
+  });
+
+  it('leaves stronger settings alone, and off when told to', async () => {
+    for (const value of ['on', 'remote_apply', 'remote_write']) {
+      const store = db.store({ connectionString: startingWith(value), poolSize: 1 });
+      expect(await settingOf(store)).toBe(value);
+    }
+    const opted = db.store({ connectionString: startingWith('off'), poolSize: 1, durableCommits: false });
+    expect(await settingOf(opted)).toBe('off');
+  });
+});
+
 describe('leases and the journal', () => {
   it('heartbeats extend held leases and report lost ones and cancel requests', async () => {
     const clock = new FakeClock();

@@ -8,7 +8,7 @@
  *   node dist/probes/claim-one.js [--ops 400] [--against PATH]
  */
 import { parseArgs } from 'node:util';
-import { databaseUrl, freshSchema, loadBuilds, quantile } from './load.js';
+import { freshSchema, loadBuilds, pgOptions, quantile } from './load.js';
 
 const { values } = parseArgs({
   options: {
@@ -20,7 +20,7 @@ const n = Number(values.ops);
 const builds = await loadBuilds(values.against);
 // A schema per build (their migrations differ), named apart even when made in the same millisecond.
 const stores = builds.map((b, k) =>
-  b.sluice.postgresStore({ connectionString: databaseUrl(), schema: freshSchema(`claim1_${k}`) }),
+  b.sluice.postgresStore({ ...pgOptions(), schema: freshSchema(`claim1_${k}`) }),
 );
 for (const store of stores) await store.migrate();
 

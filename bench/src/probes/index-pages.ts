@@ -12,7 +12,7 @@
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { type PgClient, pg } from '../lib/drivers.js';
-import { databaseUrl, freshSchema, loadBuilds, type Sluice } from './load.js';
+import { databaseUrl, freshSchema, loadBuilds, pgOptions, type Sluice } from './load.js';
 
 const { values } = parseArgs({
   options: {
@@ -37,7 +37,7 @@ async function drain(s: Sluice): Promise<{ rate: number; pages: Map<string, numb
   // One tenant's whole backlog: the default admission bounds would refuse it.
   const engine = () => {
     const e = new s.Sluice({
-      store: s.postgresStore({ connectionString: databaseUrl(), schema }),
+      store: s.postgresStore({ ...pgOptions(), schema }),
       classes: { default: { maxQueued: null, tenant: { maxWaiting: null } } },
     });
     e.define('noop', { input: z.object({ i: z.number() }), run: () => undefined });

@@ -16,7 +16,7 @@ import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { CLAIMING_METHODS } from '../lib/engine.js';
-import { databaseUrl, freshSchema, loadSluice, quantile } from './load.js';
+import { freshSchema, loadSluice, pgOptions, quantile } from './load.js';
 
 const { values } = parseArgs({
   options: {
@@ -28,12 +28,11 @@ const { values } = parseArgs({
 const rate = Number(values.rate);
 const n = Number(values.ops);
 const { sluice: s, label } = await loadSluice();
-const url = databaseUrl();
 const schema = freshSchema('latsplit');
 // Two stores on one schema, as an API process and a worker process: NOTIFY carries the work.
-const submitting = s.postgresStore({ connectionString: url, schema });
+const submitting = s.postgresStore({ ...pgOptions(), schema });
 await submitting.migrate();
-const working = s.postgresStore({ connectionString: url, schema });
+const working = s.postgresStore({ ...pgOptions(), schema });
 // Every store call of both engines, timed. The worker's claims say which operations they started
 // (alone, a wake-up's, or after ends); the other calls (the submits aside) are what ran while a
 // slow operation waited.

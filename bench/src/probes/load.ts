@@ -54,6 +54,16 @@ export const roundRatios = (a: number[], b: number[] | undefined): string =>
 export const databaseUrl = (): string =>
   process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
+/**
+ * How a probe opens a PostgreSQL store: on `DATABASE_URL`; with `SLUICE_DURABLE_COMMITS=false`
+ * the store keeps a server setting of `synchronous_commit = off` instead of raising it to `local`
+ * (the probes' "no flush" runs, docs/benchmarks.md). Builds before that option ignore it.
+ */
+export const pgOptions = () => ({
+  connectionString: databaseUrl(),
+  durableCommits: process.env.SLUICE_DURABLE_COMMITS !== 'false',
+});
+
 /** A schema name no other probe run uses. */
 export const freshSchema = (prefix: string): string => `${prefix}_${Date.now()}_${process.pid}`;
 
@@ -61,7 +71,7 @@ export const freshSchema = (prefix: string): string => `${prefix}_${Date.now()}_
 export function freshStore(s: Sluice, kind: string, prefix: string): SluiceModule.Store {
   if (kind === 'sqlite')
     return s.sqliteStore({ path: join(mkdtempSync(join(tmpdir(), `${prefix}-`)), 'sluice.db') });
-  return s.postgresStore({ connectionString: databaseUrl(), schema: freshSchema(prefix) });
+  return s.postgresStore({ ...pgOptions(), schema: freshSchema(prefix) });
 }
 
 /**
@@ -70,7 +80,7 @@ export function freshStore(s: Sluice, kind: string, prefix: string): SluiceModul
  */
 export async function migratedSchema(s: Sluice, prefix: string): Promise<string> {
   const schema = freshSchema(prefix);
-  const store = s.postgresStore({ connectionString: databaseUrl(), schema });
+  const store = s.postgresStore({ ...pgOptions(), schema });
   await store.migrate();
   await store.close();
   return schema;

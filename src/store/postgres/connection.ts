@@ -42,6 +42,14 @@ export interface PostgresOptions {
    * many concurrent submitting processes, turning it off and relying on polling can be faster.
    */
   notify?: boolean;
+  /**
+   * Default true: a connection of the store's own pool that the server, database or role starts
+   * with `synchronous_commit = off` is raised to `local`, so that every commit the store is told
+   * of has been flushed (docs/operations.md: what `off` breaks). Stronger settings (`on`,
+   * `remote_write`, `remote_apply`) are left as they are. False keeps the server's setting. A pool
+   * passed in as `pool` is the caller's to configure.
+   */
+  durableCommits?: boolean;
 }
 
 /** Runs one statement: `{s}` in the text stands for the quoted schema name. */
@@ -70,6 +78,10 @@ export interface PgContext {
   /** Statements on a caller's client, inside the caller's transaction: no BEGIN, no retry. */
   on(client: pg.ClientBase): Query;
 }
+
+/** Raises a session's `synchronous_commit` from `off` to `local`; any other value stays. */
+const DURABLE_COMMITS = `SELECT set_config('synchronous_commit', 'local', false)
+  WHERE current_setting('synchronous_commit') = 'off'`;
 
 const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,47}$/;
 const RETRIES = 4;
@@ -113,6 +125,13 @@ export function openPostgres(options: PostgresOptions): PgContext {
     // An idle connection the server closed (restart, admin kill) is dropped by the pool; the
     // next checkout opens a new one. Without a listener the event would crash the process.
     pool.on('error', () => {});
+    if (options.durableCommits !== false) {
+      // Queued on the new connection before the query it was opened for. A failure here means
+      // the connection is broken, which that query will report.
+      pool.on('connect', (client) => {
+        client.query(DURABLE_COMMITS).catch(() => {});
+      });
+    }
   }
   const thePool = pool;
   const cache = new Map<string, Prepared>();
