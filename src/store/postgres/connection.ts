@@ -14,6 +14,8 @@
  *   serialization conflict rolled back whole and is run again, a few times, with jitter.
  * - The connection is never held while a handler waits on the network: each call checks a
  *   client out and returns it before resolving.
+ * - Every commit the store is told of is flushed: its own pool's connections are raised out of
+ *   `synchronous_commit = off` as they open (`durableCommits`).
  */
 import { createHash } from 'node:crypto';
 import pg from 'pg';
