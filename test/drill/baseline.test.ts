@@ -7,24 +7,11 @@ import { describe, expect, it } from 'vitest';
 import { atBaseline, baselineLevels, WARMUP_MS } from '../../src/drill/baseline.js';
 import type { Observation } from '../../src/drill/sampler.js';
 import type { PhaseName } from '../../src/drill/types.js';
+import { zeroSample } from '../helpers/drill-sample.js';
 
+/** What the levels read of an observation: its phase and its sample. */
 function observation(t: number, phase: PhaseName, dbConnections: number): Observation {
-  return {
-    phase,
-    sample: {
-      t,
-      workersAlive: 3,
-      running: {},
-      waiting: {},
-      dbConnections,
-      tempBytes: 0,
-      providerCalls: 0,
-      providerCharges: 0,
-      rejections: {},
-      retryDenials: 0,
-      northLatencyMs: [],
-    },
-  } as unknown as Observation;
+  return { phase, sample: zeroSample(t, { workersAlive: 3, dbConnections }) } as unknown as Observation;
 }
 
 const baseline = (...counts: number[]) =>

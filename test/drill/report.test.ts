@@ -25,6 +25,7 @@ import {
 } from '../../src/drill/report/index.js';
 import { niceTicks } from '../../src/drill/report/scale.js';
 import type { DrillResult, Phase, Sample } from '../../src/drill/types.js';
+import { zeroSample } from '../helpers/drill-sample.js';
 
 // ---------------------------------------------------------------------------------------------
 // A synthetic drill shaped like drill/serve-config.ts's deployment: tenants north and bulk,
@@ -495,19 +496,6 @@ describe('verdict', () => {
 
 describe('edge cases', () => {
   const base = syntheticResult({ failCharge: false });
-  const zeroSample = (t: number): Sample => ({
-    t,
-    workersAlive: 0,
-    running: {},
-    waiting: {},
-    dbConnections: 0,
-    tempBytes: 0,
-    providerCalls: 0,
-    providerCharges: 0,
-    rejections: {},
-    retryDenials: 0,
-    northLatencyMs: [],
-  });
   const cases: Array<[string, DrillResult]> = [
     ['no samples', { ...base, samples: [] }],
     ['one sample', { ...base, samples: [base.samples[40]!] }],
