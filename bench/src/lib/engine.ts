@@ -110,7 +110,7 @@ export function openStore(target: StoreTarget): { store: Store; counts: CallCoun
     store = postgresStore({
       connectionString: target.databaseUrl,
       schema: target.schema,
-      // As the probes (probes/load.ts): \`false\` keeps a database's \`synchronous_commit = off\`.
+      // As the probes (probes/load.ts): `false` keeps a database's `synchronous_commit = off`.
       durableCommits: process.env.SLUICE_DURABLE_COMMITS !== 'false',
       ...(target.poolSize === undefined ? {} : { poolSize: target.poolSize }),
     });
