@@ -5,12 +5,16 @@
  * `--rate`; per operation the submit's acknowledgement, the worker's claim leaving, the claim's
  * return and the handler's start. Prints medians (and p99 of the whole).
  *
- *   node dist/probes/latency-split.js [--rate 200] [--ops 2000] [--slowest 20]
+ *   node dist/probes/latency-split.js [--rate 200] [--ops 2000] [--slowest 20] [--unflushed worker]
  *
  * Then the operations over 10 ms, counted by their longest step, and the process's garbage
  * collections. `--slowest K` also lists the K slowest operations with when they were sent, each
  * step's time and the other store calls (heartbeats, maintenance, ends) and collections that ran
  * meanwhile: to tell a periodic stall (operations slow at regular times) from slow commits.
+ *
+ * `--unflushed submit|worker|both`, on a database whose `synchronous_commit` is `off`: that side's
+ * store keeps the setting (its commits do not wait for the WAL flush) while the other raises it to
+ * `local` as it does by default; to tell which side's flushes the tail comes with.
  */
 import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
@@ -23,16 +27,27 @@ const { values } = parseArgs({
     rate: { type: 'string', default: '200' },
     ops: { type: 'string', default: '2000' },
     slowest: { type: 'string', default: '0' },
+    unflushed: { type: 'string', default: '' },
   },
 });
+const unflushed = (side: 'submit' | 'worker'): boolean =>
+  values.unflushed === side || values.unflushed === 'both';
 const rate = Number(values.rate);
 const n = Number(values.ops);
 const { sluice: s, label } = await loadSluice();
 const schema = freshSchema('latsplit');
 // Two stores on one schema, as an API process and a worker process: NOTIFY carries the work.
-const submitting = s.postgresStore({ ...pgOptions(), schema });
+const submitting = s.postgresStore({
+  ...pgOptions(),
+  schema,
+  ...(unflushed('submit') ? { durableCommits: false } : {}),
+});
 await submitting.migrate();
-const working = s.postgresStore({ ...pgOptions(), schema });
+const working = s.postgresStore({
+  ...pgOptions(),
+  schema,
+  ...(unflushed('worker') ? { durableCommits: false } : {}),
+});
 // Every store call of both engines, timed. The worker's claims say which operations they started
 // (alone, a wake-up's, or after ends); the other calls (the submits aside) are what ran while a
 // slow operation waited.
