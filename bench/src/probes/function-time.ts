@@ -7,9 +7,11 @@
  * server spent inside each function (`pg_stat_user_functions` with `track_functions = 'all'`,
  * which takes a superuser; its figures are read before and after, so other users of the server
  * do not count). With `--against <dist/index.js>` the builds take turns pass by pass, each on a
- * schema of its own.
+ * schema of its own. With `--effect`, each operation of a round also has one journaled effect, as a
+ * worker writes it: the round's begins (`effect_begin_many`) and then its `committed` marks
+ * (`effect_mark_many`), each call its own committed transaction, before the ends and the claim.
  *
- *   node dist/probes/function-time.js [--batch 32] [--rounds 150] [--passes 3] [--against PATH]
+ *   node dist/probes/function-time.js [--batch 32] [--rounds 150] [--passes 3] [--effect] [--against PATH]
  */
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
@@ -29,6 +31,7 @@ const { values } = parseArgs({
     batch: { type: 'string', default: '32' },
     rounds: { type: 'string', default: '150' },
     passes: { type: 'string', default: '3' },
+    effect: { type: 'boolean', default: false },
     against: { type: 'string' },
   },
 });
@@ -37,9 +40,20 @@ const rounds = Number(values.rounds);
 const builds = await loadBuilds(values.against);
 
 interface Pass {
+  clientBegin: number;
+  clientMark: number;
   clientFinish: number;
   clientClaim: number;
   server: Map<string, { calls: number; total: number; self: number }>;
+}
+
+interface Counted {
+  n: number;
+}
+
+/** Every item of the round took effect: otherwise the figures would be of refusals. */
+function expectAll(what: string, n: number | undefined, round: number): void {
+  if (n !== batch) throw new Error(`round ${round}: ${what} ${n}, not ${batch}`);
 }
 
 interface Claimed {
@@ -84,15 +98,59 @@ async function pass(s: Sluice): Promise<Pass> {
   const client = await schemaClient(schema);
   await client.query(`SET track_functions = 'all'`);
   const claimSql = `SELECT c.* FROM claim('default', 'probe', ${batch}, 30000, now_ms(NULL), NULL, NULL) c`;
-  const finishSql = `SELECT count(*) FROM finish_many(now_ms(NULL), $1, $2, $3, $4, $5, $6, $7, false)`;
+  const finishSql = `SELECT count(*)::integer AS n FROM finish_many(now_ms(NULL), $1, $2, $3, $4, $5, $6, $7, false)`;
+  const beginSql = `SELECT count(*) FILTER (WHERE status = 'created')::integer AS n FROM effect_begin_many(now_ms(NULL), $1::jsonb)`;
+  const markSql =
+    'SELECT count(*) FILTER (WHERE ok)::integer AS n FROM effect_mark_many(now_ms(NULL), $1::jsonb)';
   let claimed = (await client.query<Claimed>({ name: 'claim', text: claimSql })).rows;
   const before = await functionStats(client, schema);
+  let clientBegin = 0;
+  let clientMark = 0;
   let clientFinish = 0;
   let clientClaim = 0;
   for (let r = 0; r < rounds; r++) {
-    await client.query('BEGIN');
     let t = performance.now();
-    await client.query({
+    if (values.effect) {
+      // What the engine sends for an effect without a provider's budgets (store/postgres/effects.ts).
+      const lease = (x: Claimed) => ({ tenant: x.tenant, id: x.id, epoch: x.epoch, name: 'charge' });
+      const begins = claimed.map((x) => ({
+        ...lease(x),
+        key: `k-${x.id}`,
+        provider: null,
+        cost: null,
+        bKey: [],
+        bLimit: [],
+        bWindow: [],
+        bCost: [],
+        bSpend: [],
+        maxCalls: null,
+      }));
+      const begun = await client.query<Counted>({
+        name: 'begin',
+        text: beginSql,
+        values: [JSON.stringify(begins)],
+      });
+      expectAll('begins created', begun.rows[0]?.n, r);
+      clientBegin += performance.now() - t;
+      const marks = claimed.map((x) => ({
+        ...lease(x),
+        state: 'committed',
+        result: JSON.stringify({ id: `ch-${x.id}` }),
+        reference: `ch-${x.id}`,
+        error: null,
+      }));
+      t = performance.now();
+      const marked = await client.query<Counted>({
+        name: 'mark',
+        text: markSql,
+        values: [JSON.stringify(marks)],
+      });
+      expectAll('marks taken', marked.rows[0]?.n, r);
+      clientMark += performance.now() - t;
+    }
+    await client.query('BEGIN');
+    t = performance.now();
+    const ended = await client.query<Counted>({
       name: 'finish',
       text: finishSql,
       values: [
@@ -106,11 +164,12 @@ async function pass(s: Sluice): Promise<Pass> {
       ],
     });
     clientFinish += performance.now() - t;
+    expectAll('ends accepted', ended.rows[0]?.n, r);
     t = performance.now();
     claimed = (await client.query<Claimed>({ name: 'claim', text: claimSql })).rows;
     clientClaim += performance.now() - t;
     await client.query('COMMIT');
-    if (claimed.length !== batch) throw new Error(`round ${r}: claimed ${claimed.length}, not ${batch}`);
+    expectAll('claimed', claimed.length, r);
   }
   const after = await functionStats(client, schema);
   await client.end();
@@ -120,7 +179,13 @@ async function pass(s: Sluice): Promise<Pass> {
     if (a.calls > b.calls)
       server.set(name, { calls: a.calls - b.calls, total: a.total - b.total, self: a.self - b.self });
   }
-  return { clientFinish: clientFinish / rounds, clientClaim: clientClaim / rounds, server };
+  return {
+    clientBegin: clientBegin / rounds,
+    clientMark: clientMark / rounds,
+    clientFinish: clientFinish / rounds,
+    clientClaim: clientClaim / rounds,
+    server,
+  };
 }
 
 const results = await alternate(builds, Number(values.passes), pass);
@@ -133,8 +198,11 @@ for (const [k, build] of builds.entries()) {
   console.log(
     `${build.label}: a round of ${batch}, medians of ${passes.length} passes of ${rounds} rounds (ms per call)`,
   );
+  const journal = values.effect
+    ? `effect_begin_many ${med((p) => p.clientBegin)} (its own commit), effect_mark_many ${med((p) => p.clientMark)} (its own commit), `
+    : '';
   console.log(
-    `  seen from Node: finish_many ${med((p) => p.clientFinish)}, claim ${med((p) => p.clientClaim)}`,
+    `  seen from Node: ${journal}finish_many ${med((p) => p.clientFinish)}, claim ${med((p) => p.clientClaim)}`,
   );
   const names = [...new Set(passes.flatMap((p) => [...p.server.keys()]))].sort();
   for (const name of names) {
