@@ -56,6 +56,18 @@ function expectAll(what: string, n: number | undefined, round: number): void {
   if (n !== batch) throw new Error(`round ${round}: ${what} ${n}, not ${batch}`);
 }
 
+/** One call, timed from Node, and the count of its items that took effect. */
+async function timedCount(
+  client: PgClient,
+  name: string,
+  text: string,
+  values: unknown[],
+): Promise<{ n: number | undefined; ms: number }> {
+  const t = performance.now();
+  const { rows } = await client.query<Counted>({ name, text, values });
+  return { n: rows[0]?.n, ms: performance.now() - t };
+}
+
 interface Claimed {
   tenant: string;
   id: string;
@@ -109,7 +121,6 @@ async function pass(s: Sluice): Promise<Pass> {
   let clientFinish = 0;
   let clientClaim = 0;
   for (let r = 0; r < rounds; r++) {
-    let t = performance.now();
     if (values.effect) {
       // What the engine sends for an effect without a provider's budgets (store/postgres/effects.ts).
       const lease = (x: Claimed) => ({ tenant: x.tenant, id: x.id, epoch: x.epoch, name: 'charge' });
@@ -125,13 +136,9 @@ async function pass(s: Sluice): Promise<Pass> {
         bSpend: [],
         maxCalls: null,
       }));
-      const begun = await client.query<Counted>({
-        name: 'begin',
-        text: beginSql,
-        values: [JSON.stringify(begins)],
-      });
-      expectAll('begins created', begun.rows[0]?.n, r);
-      clientBegin += performance.now() - t;
+      const begun = await timedCount(client, 'begin', beginSql, [JSON.stringify(begins)]);
+      expectAll('begins created', begun.n, r);
+      clientBegin += begun.ms;
       const marks = claimed.map((x) => ({
         ...lease(x),
         state: 'committed',
@@ -139,33 +146,23 @@ async function pass(s: Sluice): Promise<Pass> {
         reference: `ch-${x.id}`,
         error: null,
       }));
-      t = performance.now();
-      const marked = await client.query<Counted>({
-        name: 'mark',
-        text: markSql,
-        values: [JSON.stringify(marks)],
-      });
-      expectAll('marks taken', marked.rows[0]?.n, r);
-      clientMark += performance.now() - t;
+      const marked = await timedCount(client, 'mark', markSql, [JSON.stringify(marks)]);
+      expectAll('marks taken', marked.n, r);
+      clientMark += marked.ms;
     }
     await client.query('BEGIN');
-    t = performance.now();
-    const ended = await client.query<Counted>({
-      name: 'finish',
-      text: finishSql,
-      values: [
-        claimed.map((x) => x.tenant),
-        claimed.map((x) => x.id),
-        claimed.map((x) => x.epoch),
-        claimed.map(() => 'succeeded'),
-        claimed.map(() => 'null'),
-        claimed.map(() => null),
-        claimed.map(() => null),
-      ],
-    });
-    clientFinish += performance.now() - t;
-    expectAll('ends accepted', ended.rows[0]?.n, r);
-    t = performance.now();
+    const ended = await timedCount(client, 'finish', finishSql, [
+      claimed.map((x) => x.tenant),
+      claimed.map((x) => x.id),
+      claimed.map((x) => x.epoch),
+      claimed.map(() => 'succeeded'),
+      claimed.map(() => 'null'),
+      claimed.map(() => null),
+      claimed.map(() => null),
+    ]);
+    expectAll('ends accepted', ended.n, r);
+    clientFinish += ended.ms;
+    const t = performance.now();
     claimed = (await client.query<Claimed>({ name: 'claim', text: claimSql })).rows;
     clientClaim += performance.now() - t;
     await client.query('COMMIT');
