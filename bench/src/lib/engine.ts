@@ -102,6 +102,13 @@ export function counted<S extends Store>(store: S, counts: CallCounts): S {
   });
 }
 
+/**
+ * Whether a PostgreSQL store the bench opens raises a database's `synchronous_commit = off` to
+ * `local` (the store's default): `SLUICE_DURABLE_COMMITS=false` keeps `off`, for the runs without
+ * the commit's flush (docs/benchmarks.md). Builds before that option ignore it.
+ */
+export const durableCommits = (): boolean => process.env.SLUICE_DURABLE_COMMITS !== 'false';
+
 export function openStore(target: StoreTarget): { store: Store; counts: CallCounts } {
   const counts = new CallCounts();
   let store: Store;
@@ -110,8 +117,7 @@ export function openStore(target: StoreTarget): { store: Store; counts: CallCoun
     store = postgresStore({
       connectionString: target.databaseUrl,
       schema: target.schema,
-      // As the probes (probes/load.ts): `false` keeps a database's `synchronous_commit = off`.
-      durableCommits: process.env.SLUICE_DURABLE_COMMITS !== 'false',
+      durableCommits: durableCommits(),
       ...(target.poolSize === undefined ? {} : { poolSize: target.poolSize }),
     });
   } else {

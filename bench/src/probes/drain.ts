@@ -12,7 +12,15 @@ import { parseArgs } from 'node:util';
 import type { Charge } from 'sluice/testing';
 import { z } from 'zod';
 import { CallCounts, counted, ProviderShards } from '../lib/engine.js';
-import { alternate, freshStore, loadBuilds, quantile, roundRatios, type Sluice } from './load.js';
+import {
+  alternate,
+  freshStore,
+  loadBuilds,
+  quantile,
+  roundRatios,
+  type Sluice,
+  submitBacklog,
+} from './load.js';
 
 const HOT = [
   'operationClaimMany',
@@ -52,12 +60,7 @@ async function drain(s: Sluice): Promise<{ rate: number; cpu: number; calls: str
       return { charge: charge.id };
     },
   });
-  for (let i = 0; i < n; i += 500)
-    await Promise.all(
-      Array.from({ length: Math.min(500, n - i) }, (_, k) =>
-        engine.submit({ tenant: 't', id: `o${i + k}`, kind: 'noop', input: { i: i + k } }),
-      ),
-    );
+  await submitBacklog(engine, n);
   counts.byMethod.clear();
   counts.msByMethod.clear();
   const worker = engine.worker();

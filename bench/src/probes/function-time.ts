@@ -24,6 +24,7 @@ import {
   quantile,
   type Sluice,
   schemaClient,
+  submitBacklog,
 } from './load.js';
 
 const { values } = parseArgs({
@@ -99,12 +100,7 @@ async function pass(s: Sluice): Promise<Pass> {
   const engine = new s.Sluice({ store });
   engine.define('noop', { input: z.object({ i: z.number() }), run: async () => undefined });
   const total = batch * (rounds + 1);
-  for (let i = 0; i < total; i += 500)
-    await Promise.all(
-      Array.from({ length: Math.min(500, total - i) }, (_, k) =>
-        engine.submit({ tenant: 't', id: `o${i + k}`, kind: 'noop', input: { i: i + k } }),
-      ),
-    );
+  await submitBacklog(engine, total);
   await engine.close();
 
   const client = await schemaClient(schema);

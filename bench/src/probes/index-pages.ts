@@ -12,7 +12,7 @@
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { type PgClient, pg } from '../lib/drivers.js';
-import { databaseUrl, freshSchema, loadBuilds, pgOptions, type Sluice } from './load.js';
+import { databaseUrl, freshSchema, loadBuilds, pgOptions, type Sluice, submitBacklog } from './load.js';
 
 const { values } = parseArgs({
   options: {
@@ -47,12 +47,7 @@ async function drain(s: Sluice): Promise<{ rate: number; pages: Map<string, numb
   // read when its transaction ends, at most once a second, and at the latest when it exits.
   const submitter = engine();
   await submitter.migrate();
-  for (let i = 0; i < n; i += 500)
-    await Promise.all(
-      Array.from({ length: Math.min(500, n - i) }, (_, k) =>
-        submitter.submit({ tenant: 't', id: `o${i + k}`, kind: 'noop', input: { i: i + k } }),
-      ),
-    );
+  await submitBacklog(submitter, n);
   await submitter.close();
   const admin = new pg.Client({ connectionString: databaseUrl() });
   await admin.connect();

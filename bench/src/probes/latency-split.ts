@@ -30,24 +30,16 @@ const { values } = parseArgs({
     unflushed: { type: 'string', default: '' },
   },
 });
-const unflushed = (side: 'submit' | 'worker'): boolean =>
-  values.unflushed === side || values.unflushed === 'both';
+const durableFor = (side: 'submit' | 'worker'): boolean =>
+  pgOptions().durableCommits && values.unflushed !== side && values.unflushed !== 'both';
 const rate = Number(values.rate);
 const n = Number(values.ops);
 const { sluice: s, label } = await loadSluice();
 const schema = freshSchema('latsplit');
 // Two stores on one schema, as an API process and a worker process: NOTIFY carries the work.
-const submitting = s.postgresStore({
-  ...pgOptions(),
-  schema,
-  ...(unflushed('submit') ? { durableCommits: false } : {}),
-});
+const submitting = s.postgresStore({ ...pgOptions(), schema, durableCommits: durableFor('submit') });
 await submitting.migrate();
-const working = s.postgresStore({
-  ...pgOptions(),
-  schema,
-  ...(unflushed('worker') ? { durableCommits: false } : {}),
-});
+const working = s.postgresStore({ ...pgOptions(), schema, durableCommits: durableFor('worker') });
 // Every store call of both engines, timed. The worker's claims say which operations they started
 // (alone, a wake-up's, or after ends); the other calls (the submits aside) are what ran while a
 // slow operation waited.

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type * as SluiceModule from 'sluice';
 import { type PgClient, pg } from '../lib/drivers.js';
+import { durableCommits } from '../lib/engine.js';
 
 export type Sluice = typeof SluiceModule;
 
@@ -54,15 +55,24 @@ export const roundRatios = (a: number[], b: number[] | undefined): string =>
 export const databaseUrl = (): string =>
   process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
+/** How a probe opens a PostgreSQL store: on `DATABASE_URL`, commits as `durableCommits()` says. */
+export const pgOptions = () => ({ connectionString: databaseUrl(), durableCommits: durableCommits() });
+
 /**
- * How a probe opens a PostgreSQL store: on `DATABASE_URL`; with `SLUICE_DURABLE_COMMITS=false`
- * the store keeps a server setting of `synchronous_commit = off` instead of raising it to `local`
- * (the probes' "no flush" runs, docs/benchmarks.md). Builds before that option ignore it.
+ * One tenant's backlog of `n` no-op operations (`o0`, `o1`, …, kind `noop`, input `{ i }`),
+ * submitted 500 at a time.
  */
-export const pgOptions = () => ({
-  connectionString: databaseUrl(),
-  durableCommits: process.env.SLUICE_DURABLE_COMMITS !== 'false',
-});
+export async function submitBacklog(
+  engine: { submit(request: { tenant: string; id: string; kind: string; input: unknown }): Promise<unknown> },
+  n: number,
+): Promise<void> {
+  for (let i = 0; i < n; i += 500)
+    await Promise.all(
+      Array.from({ length: Math.min(500, n - i) }, (_, k) =>
+        engine.submit({ tenant: 't', id: `o${i + k}`, kind: 'noop', input: { i: i + k } }),
+      ),
+    );
+}
 
 /** A schema name no other probe run uses. */
 export const freshSchema = (prefix: string): string => `${prefix}_${Date.now()}_${process.pid}`;
