@@ -6,7 +6,11 @@
  * through the bench's own call counter). For A/B runs of a change, `--against <dist/index.js>`
  * loads that build too and alternates the two round by round in this process (load.ts).
  *
+ * On SQLite, `--synchronous NORMAL` leaves the commits without their fsync: the Node CPU of a
+ * change then stands out of the disk's noise.
+ *
  *   node dist/probes/drain.js [--store pg|sqlite] [--ops 10000] [--effect] [--rounds 1] [--against PATH]
+ *                             [--synchronous FULL|NORMAL]
  */
 import { parseArgs } from 'node:util';
 import type { Charge } from 'sluice/testing';
@@ -37,13 +41,15 @@ const { values } = parseArgs({
     effect: { type: 'boolean', default: false },
     rounds: { type: 'string', default: '1' },
     against: { type: 'string' },
+    synchronous: { type: 'string', default: 'FULL' },
   },
 });
 const n = Number(values.ops);
+const synchronous = z.enum(['FULL', 'NORMAL']).parse(values.synchronous);
 const builds = await loadBuilds(values.against);
 
 async function drain(s: Sluice): Promise<{ rate: number; cpu: number; calls: string }> {
-  const base = freshStore(s, values.store, 'drain');
+  const base = freshStore(s, values.store, 'drain', { synchronous });
   await base.migrate();
   const counts = new CallCounts();
   const store = counted(base, counts);
@@ -88,7 +94,8 @@ for (const [i, build] of builds.entries()) {
   const runs = results[i]!;
   const rates = runs.map((r) => r.rate);
   console.log(
-    `${build.label} ${values.store}${values.effect ? ' (one effect)' : ''}: ` +
+    `${build.label} ${values.store}${values.store === 'sqlite' ? ` ${synchronous}` : ''}` +
+      `${values.effect ? ' (one effect)' : ''}: ` +
       `${Math.round(quantile(rates, 0.5))} ops/s (${rates.map(Math.round).join(', ')}), ` +
       `Node CPU ${Math.round(
         quantile(

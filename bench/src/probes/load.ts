@@ -36,7 +36,8 @@ export async function loadBuilds(against: string | undefined): Promise<Build[]> 
 
 /**
  * `round` for every build, `rounds` times over, the builds taking turns within each round, so that
- * both see the same minutes of a noisy machine. The results, per build, in round order.
+ * both see the same minutes of a noisy machine; every other round in the reverse order, so that
+ * neither build always runs just after the other's garbage. The results, per build, in round order.
  */
 export async function alternate<T>(
   builds: Build[],
@@ -44,7 +45,11 @@ export async function alternate<T>(
   round: (s: Sluice) => Promise<T>,
 ): Promise<T[][]> {
   const out = builds.map((): T[] => []);
-  for (let r = 0; r < rounds; r++) for (const [i, b] of builds.entries()) out[i]!.push(await round(b.sluice));
+  for (let r = 0; r < rounds; r++) {
+    const order = [...builds.keys()];
+    if (r % 2 === 1) order.reverse();
+    for (const i of order) out[i]!.push(await round(builds[i]!.sluice));
+  }
   return out;
 }
 
@@ -78,9 +83,14 @@ export async function submitBacklog(
 export const freshSchema = (prefix: string): string => `${prefix}_${Date.now()}_${process.pid}`;
 
 /** A fresh store of the kind `--store` names: `pg` (default) or `sqlite`. */
-export function freshStore(s: Sluice, kind: string, prefix: string): SluiceModule.Store {
+export function freshStore(
+  s: Sluice,
+  kind: string,
+  prefix: string,
+  sqlite: { synchronous?: 'FULL' | 'NORMAL' } = {},
+): SluiceModule.Store {
   if (kind === 'sqlite')
-    return s.sqliteStore({ path: join(mkdtempSync(join(tmpdir(), `${prefix}-`)), 'sluice.db') });
+    return s.sqliteStore({ path: join(mkdtempSync(join(tmpdir(), `${prefix}-`)), 'sluice.db'), ...sqlite });
   return s.postgresStore({ ...pgOptions(), schema: freshSchema(prefix) });
 }
 
