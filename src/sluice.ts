@@ -31,7 +31,7 @@ import { deriveEffectKey, type EffectKeyFn } from './effects/effect-key.js';
 import { createEvents, type SluiceEvents } from './observability/events.js';
 import { DEFAULT_RETENTION, purgeAll, type RetentionPolicy, rescueAll } from './queue/maintenance.js';
 import { Wakeup } from './queue/wakeup.js';
-import { controllerKey } from './runtime/attempt.js';
+import { operationKey } from './runtime/attempt.js';
 import { Batcher } from './runtime/batcher.js';
 import { type Kind, type KindDefinition, resolveKind, validateInput } from './runtime/kinds.js';
 import { Worker, type WorkerOptions } from './runtime/worker.js';
@@ -352,7 +352,7 @@ export class Sluice {
     if (!out) throw new OperationNotFound(ref.tenant, ref.id);
     if (out.outcome === 'requested') {
       for (const w of this.workers)
-        w.controllers.get(controllerKey(ref.tenant, ref.id))?.abort(new CancelRequested(ref.id));
+        w.stops.get(operationKey(ref.tenant, ref.id))?.abort(new CancelRequested(ref.id));
     }
     this.changed(ref.tenant, ref.id);
     return { operation: toOperation(out.row), cancel: out.outcome };
@@ -409,7 +409,7 @@ export class Sluice {
       const left = deadline - performance.now();
       if (left <= 0) throw new WaitTimeout(ref.id, timeoutMs);
       await new Promise<void>((resolve) => {
-        const event = controllerKey(ref.tenant, ref.id);
+        const event = operationKey(ref.tenant, ref.id);
         const done = () => {
           clearTimeout(timer);
           this.changes.off(event, done);
@@ -471,6 +471,6 @@ export class Sluice {
   }
 
   private changed(tenant: string, id: string): void {
-    this.changes.emit(controllerKey(tenant, id));
+    this.changes.emit(operationKey(tenant, id));
   }
 }

@@ -98,7 +98,8 @@ export interface EffectRuntime {
   store: Store;
   journal: Journal;
   lease: LeaseRef;
-  signal: AbortSignal;
+  /** The attempt's stop; its `signal` is made on first read (runtime/attempt.ts). */
+  stop: { readonly signal: AbortSignal; throwIfAborted(): void };
   effectKey: (name: string) => string;
   retentionMs: number;
   /** Safety margin subtracted from retention: the longest a request may be outstanding. */
@@ -120,7 +121,7 @@ const NAME = /^[A-Za-z0-9_.:-]{1,100}$/;
 export async function runEffect<T>(rt: EffectRuntime, name: string, options: EffectOptions<T>): Promise<T> {
   if (!NAME.test(name)) throw new InvalidArgument(`effect name ${JSON.stringify(name)} must match ${NAME}`);
   rt.checkAlive();
-  rt.signal.throwIfAborted();
+  rt.stop.throwIfAborted();
   const info = { ...rt.failpointInfo, effect: name };
   await hit(rt, 'effect.before-pending', info);
   rt.checkAlive();
@@ -169,7 +170,7 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
     if (options.lookup) {
       const found = await options.lookup({
         key: row.key,
-        signal: rt.signal,
+        signal: rt.stop.signal,
         firstSentAt: row.firstSentAt,
         reference: row.reference,
       });
@@ -206,7 +207,7 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
   rt.checkAlive();
   let result: T;
   try {
-    result = await options.call({ key: row.key, signal: rt.signal, send: row.sends });
+    result = await options.call({ key: row.key, signal: rt.stop.signal, send: row.sends });
   } catch (error) {
     rt.checkAlive();
     rt.onCall?.(

@@ -47,8 +47,8 @@ export interface AttemptEnv {
   effectKey: EffectKeyFn;
   random: () => number;
   finish(params: FinishParams): Promise<boolean>;
-  /** Registry of running attempts' controllers, for in-process cancel. */
-  controllers: Map<string, AbortController>;
+  /** Registry of running attempts' stops, for in-process cancel and shutdown. */
+  stops: Map<string, AttemptStop>;
   /** How long to wait for a handler that ignores its aborted signal before ending the attempt. */
   abortGraceMs: number;
   /** The visibility timeout the heartbeat keeps extending. */
@@ -68,7 +68,7 @@ export type AttemptReport =
   | { outcome: 'crashed' | 'abandoned' }
   | { outcome: 'written'; end: FinishParams['outcome']; accepted: boolean; errorCode: string | null };
 
-export const controllerKey = (tenant: string, id: string) => `${tenant}\u0000${id}`;
+export const operationKey = (tenant: string, id: string) => `${tenant}\u0000${id}`;
 
 /** The code that marks an operation whose retry the service-wide budget denied. */
 const RETRY_DENIED = 'retry-budget-exhausted';
@@ -231,17 +231,17 @@ async function execute(
   deadlineInMs: number | null,
   log: Logger,
 ): Promise<AttemptEnd | { outcome: 'succeeded'; result: unknown } | 'crashed'> {
-  const controller = new AttemptController();
+  const stop = new AttemptStop();
   const started = performance.now();
   const timeLimit = Math.min(kind.limits.attemptTimeoutMs, deadlineInMs ?? Number.POSITIVE_INFINITY);
   const byDeadline = deadlineInMs !== null && deadlineInMs <= kind.limits.attemptTimeoutMs;
   const timeUp = () => (byDeadline ? new DeadlineExceeded(row.id) : new AttemptTimeout(row.id, timeLimit));
-  const timer = setTimeout(() => controller.abort(timeUp()), timeLimit);
+  const timer = setTimeout(() => stop.abort(timeUp()), timeLimit);
   const remainingMs = () => Math.max(0, timeLimit - (performance.now() - started));
   // What the context helpers start (subprocesses, queries, requests): stopped before the
   // attempt's temporary folders are removed, on every exit path.
   const scope = new AttemptScope({
-    signal: controller.signal,
+    attempt: stop,
     remainingMs,
     timeUp,
     log,
@@ -254,19 +254,19 @@ async function execute(
   env.heartbeat.watch({
     lease,
     leaseMs: env.leaseMs,
-    onLost: () => controller.abort(new LeaseLost(row.id)),
-    onCancel: () => controller.abort(new CancelRequested(row.id)),
+    onLost: () => stop.abort(new LeaseLost(row.id)),
+    onCancel: () => stop.abort(new CancelRequested(row.id)),
   });
-  const ckey = controllerKey(row.tenant, row.id);
-  env.controllers.set(ckey, controller);
+  const ckey = operationKey(row.tenant, row.id);
+  env.stops.set(ckey, stop);
   const temps: string[] = [];
   let tempTimer: NodeJS.Timeout | undefined;
   // The temp budget is enforced, not alerted: over it, the attempt's signal fires.
   const measureTemps = () => {
     const bytes = temps.reduce((sum, path) => sum + TempDirs.bytes(path), 0);
     env.tempBytes.set(ckey, bytes);
-    if (bytes > kind.limits.maxTempBytes && !controller.signal.aborted) {
-      controller.abort(
+    if (bytes > kind.limits.maxTempBytes && !stop.aborted) {
+      stop.abort(
         new OperationLimitExceeded(
           'temp-bytes',
           `temporary files reached ${bytes} bytes; the limit of kind ${kind.name} is ${kind.limits.maxTempBytes}`,
@@ -281,7 +281,7 @@ async function execute(
       id: row.id,
       kind: row.kind,
       attempt: row.attempt,
-      signal: controller.signal,
+      stop,
       deadline: row.deadlineAt,
       log,
     },
@@ -290,7 +290,7 @@ async function execute(
       scope,
       tempDir: () => {
         checkAlive();
-        controller.signal.throwIfAborted();
+        stop.throwIfAborted();
         const path = env.tempDirs.create(row.tenant, row.id, row.epoch);
         temps.push(path);
         if (!tempTimer) {
@@ -303,7 +303,7 @@ async function execute(
         store: env.store,
         journal: env.journal,
         lease,
-        signal: controller.signal,
+        stop,
         effectKey: (name) => env.effectKey(row.tenant, row.id, name),
         retentionMs: kind.limits.effectRetentionMs,
         marginMs: kind.limits.attemptTimeoutMs,
@@ -324,16 +324,11 @@ async function execute(
 
   try {
     const input = await validateInput(kind, row.input);
-    const result = await untilAbortedPlusGrace(
-      Promise.resolve(kind.run(input, ctx)),
-      controller,
-      env.abortGraceMs,
-    );
+    const result = await untilAbortedPlusGrace(Promise.resolve(kind.run(input, ctx)), stop, env.abortGraceMs);
     checkAlive();
     if (temps.length > 0) measureTemps();
     // Over a limit is over, even if the handler finished before the next check.
-    if (controller.signal.aborted && isOperationLimitExceeded(controller.signal.reason))
-      throw controller.signal.reason;
+    if (stop.aborted && isOperationLimitExceeded(stop.reason)) throw stop.reason;
     const value = result === undefined ? null : result;
     try {
       assertPlainJson(value);
@@ -348,7 +343,7 @@ async function execute(
       crashed = true;
       return 'crashed';
     }
-    const abortReason = controller.signal.aborted ? controller.signal.reason : undefined;
+    const abortReason = stop.aborted ? stop.reason : undefined;
     if (!isLeaseLost(abortReason)) log.info({ err: error }, 'attempt failed');
     return classifyFailure(
       {
@@ -368,7 +363,7 @@ async function execute(
     clearInterval(tempTimer);
     env.tempBytes.delete(ckey);
     env.heartbeat.unwatch(lease);
-    if (env.controllers.get(ckey) === controller) env.controllers.delete(ckey);
+    if (env.stops.get(ckey) === stop) env.stops.delete(ckey);
     for (const path of temps) {
       try {
         env.tempDirs.remove(path);
@@ -380,18 +375,50 @@ async function execute(
 }
 
 /**
- * An attempt's controller. Whoever stops the attempt (its timer, a lost lease, a cancel, the
- * worker's shutdown, a limit) calls `abort` on it, the signal's listeners run, and then
+ * What stops an attempt. Whoever stops it (its timer, a lost lease, a cancel, the worker's
+ * shutdown, a limit) calls `abort`; the reason is kept, the signal's listeners run, and then
  * `afterAbort`: the attempt's own wait hears of it without a listener on the signal, which Node
  * would add and remove for every attempt.
+ *
+ * The `AbortSignal` itself (`ctx.signal`, the helpers', an effect's call's) is made on first
+ * read, already fired if the attempt has been stopped by then: a controller and its signal cost
+ * Node 20 about 3 µs, a measurable share of a short attempt whose handler never reads it
+ * (docs/benchmarks.md). Its `reason` is the one `abort` was given, whenever it is made.
  */
-class AttemptController extends AbortController {
+export class AttemptStop {
+  #controller: AbortController | undefined;
+  #aborted = false;
+  #reason: unknown;
   afterAbort: (() => void) | undefined;
 
-  override abort(reason?: unknown): void {
-    if (this.signal.aborted) return;
-    super.abort(reason);
+  get aborted(): boolean {
+    return this.#aborted;
+  }
+
+  /** Why the attempt was stopped; undefined while it runs. */
+  get reason(): unknown {
+    return this.#reason;
+  }
+
+  get signal(): AbortSignal {
+    if (!this.#controller) {
+      this.#controller = new AbortController();
+      if (this.#aborted) this.#controller.abort(this.#reason);
+    }
+    return this.#controller.signal;
+  }
+
+  /** The first call wins; later ones change nothing, as with `AbortController`. */
+  abort(reason: unknown): void {
+    if (this.#aborted) return;
+    this.#aborted = true;
+    this.#reason = reason;
+    this.#controller?.abort(reason);
     this.afterAbort?.();
+  }
+
+  throwIfAborted(): void {
+    if (this.#aborted) throw this.#reason;
   }
 }
 
@@ -399,21 +426,17 @@ class AttemptController extends AbortController {
  * Waits for the handler; once the attempt is aborted, waits at most `graceMs` more. A handler that
  * ignores its signal then runs on unobserved, but its slot is freed and its writes are refused.
  */
-function untilAbortedPlusGrace<T>(
-  work: Promise<T>,
-  controller: AttemptController,
-  graceMs: number,
-): Promise<T> {
+function untilAbortedPlusGrace<T>(work: Promise<T>, stop: AttemptStop, graceMs: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let timer: NodeJS.Timeout | undefined;
     const onAbort = () => {
-      timer = setTimeout(() => reject(controller.signal.reason), graceMs);
+      timer = setTimeout(() => reject(stop.reason), graceMs);
     };
-    if (controller.signal.aborted) onAbort();
-    else controller.afterAbort = onAbort;
+    if (stop.aborted) onAbort();
+    else stop.afterAbort = onAbort;
     const settle = () => {
       clearTimeout(timer);
-      controller.afterAbort = undefined;
+      stop.afterAbort = undefined;
     };
     work.then(
       (v) => {

@@ -31,11 +31,11 @@ export class OperationContext {
   readonly kind: string;
   /** 1 for the first attempt. */
   readonly attempt: number;
-  readonly signal: AbortSignal;
   /** The operation's deadline (epoch ms, store clock), or null. */
   readonly deadline: number | null;
   readonly log: Logger;
   readonly #hooks: AttemptHooks;
+  readonly #stop: { readonly signal: AbortSignal };
 
   /** @internal */
   constructor(
@@ -44,7 +44,8 @@ export class OperationContext {
       id: string;
       kind: string;
       attempt: number;
-      signal: AbortSignal;
+      /** The attempt's stop (runtime/attempt.ts): its signal is made when first read. */
+      stop: { readonly signal: AbortSignal };
       deadline: number | null;
       log: Logger;
     },
@@ -54,10 +55,15 @@ export class OperationContext {
     this.id = fields.id;
     this.kind = fields.kind;
     this.attempt = fields.attempt;
-    this.signal = fields.signal;
+    this.#stop = fields.stop;
     this.deadline = fields.deadline;
     this.log = fields.log;
     this.#hooks = hooks;
+  }
+
+  /** Fires when the attempt must stop; `reason` is the typed error saying why (docs/handlers.md). */
+  get signal(): AbortSignal {
+    return this.#stop.signal;
   }
 
   /** Milliseconds left before the signal fires for time (attempt timeout or deadline). */

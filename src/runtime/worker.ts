@@ -46,7 +46,7 @@ import type {
   OperationRow,
   Settled,
 } from '../store/types.js';
-import { type AttemptReport, runAttempt } from './attempt.js';
+import { type AttemptReport, type AttemptStop, runAttempt } from './attempt.js';
 import { Batcher } from './batcher.js';
 import { type ClaimedBatch, ClassChannel, type EndWritten } from './class-channel.js';
 import type { Kind } from './kinds.js';
@@ -111,8 +111,8 @@ export interface WorkerEvents {
 export class Worker extends EventEmitter<WorkerEvents> {
   readonly id: string;
   readonly tempDirs: TempDirs;
-  /** Running attempts' controllers, by tenant and id: for in-process cancel. */
-  readonly controllers = new Map<string, AbortController>();
+  /** Running attempts' stops, by tenant and id: for in-process cancel and shutdown. */
+  readonly stops = new Map<string, AttemptStop>();
   private readonly tempBytesByAttempt = new Map<string, number>();
   /** Which retry-budget bucket row this worker counts into: spreads concurrent claimers. */
   private readonly shard = Math.floor(Math.random() * 16);
@@ -258,7 +258,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       ]);
       clearTimeout(timer);
     }
-    for (const controller of this.controllers.values()) controller.abort(new WorkerShutdown());
+    for (const stop of this.stops.values()) stop.abort(new WorkerShutdown());
     await Promise.allSettled([...this.inflight]);
     await Promise.all([
       ...[...this.channels.values()].map((c) => c.idle()),
@@ -366,7 +366,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
           refilled = written.refilled;
           return written.accepted;
         },
-        controllers: this.controllers,
+        stops: this.stops,
         abortGraceMs: this.options.abortGraceMs ?? 1000,
         leaseMs: this.leaseMs,
         tempCheckMs: this.options.tempCheckMs ?? 250,

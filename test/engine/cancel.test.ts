@@ -57,6 +57,30 @@ describe('cancellation', () => {
     expect(isCancelRequested(reason)).toBe(true);
   });
 
+  it('a handler that first reads its signal after the cancel finds it fired, with CancelRequested', async () => {
+    h = await harness();
+    const gate = new Gate();
+    let seen: { aborted: boolean; reason: unknown } | undefined;
+    h.sluice.define('job', {
+      input: z.object({}),
+      async run(_i, ctx) {
+        await gate.wait(); // not the signal: the attempt's signal is made only below
+        seen = { aborted: ctx.signal.aborted, reason: ctx.signal.reason };
+        ctx.signal.throwIfAborted();
+      },
+    });
+    // A grace long enough that the handler, not the grace timer, ends the attempt.
+    h.worker({ abortGraceMs: 60_000 }).start();
+    await h.sluice.submit({ tenant: 'North', id: 'A', kind: 'job', input: {} });
+    await gate.arrived;
+    expect((await h.sluice.cancel({ tenant: 'North', id: 'A' })).cancel).toBe('requested');
+    gate.open();
+    const op = await h.sluice.wait({ tenant: 'North', id: 'A' });
+    expect(op.state).toBe('cancelled');
+    expect(seen?.aborted).toBe(true);
+    expect(isCancelRequested(seen?.reason)).toBe(true);
+  });
+
   it('a cancel after the effect committed is too late: the operation reports its charge', async () => {
     h = await harness();
     const provider = new ProviderStub();

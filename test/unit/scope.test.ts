@@ -7,9 +7,9 @@ import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { AttemptScope, isAttemptEnded } from '../../src/runtime/helpers/scope.js';
 
-const scope = (signal = new AbortController().signal) =>
+const scope = (attempt: { readonly signal: AbortSignal } = new AbortController()) =>
   new AttemptScope({
-    signal,
+    attempt,
     remainingMs: () => Number.POSITIVE_INFINITY,
     timeUp: () => new Error('time up'),
     log: pino({ enabled: false }),
@@ -35,7 +35,7 @@ describe('the attempt scope', () => {
 
   it("keeps the attempt's own reason when the attempt was aborted first", async () => {
     const attempt = new AbortController();
-    const s = scope(attempt.signal);
+    const s = scope(attempt);
     const bound = s.bind();
     const why = new Error('lease lost');
     attempt.abort(why);

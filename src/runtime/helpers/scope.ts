@@ -47,8 +47,11 @@ export interface Bound {
 }
 
 export interface ScopeOptions {
-  /** The attempt's `ctx.signal`. */
-  signal: AbortSignal;
+  /**
+   * Holds the attempt's `ctx.signal`, read by the first helper call (runtime/attempt.ts makes the
+   * signal on first read); an `AbortController` will do.
+   */
+  attempt: { readonly signal: AbortSignal };
   /** Milliseconds left before the attempt's signal fires for time. */
   remainingMs(): number;
   /** The error the attempt's signal gives when its time runs out. */
@@ -93,7 +96,7 @@ export class AttemptScope {
    */
   bind(...callerSignals: Array<AbortSignal | null | undefined>): Bound {
     const extra = callerSignals.filter((s): s is AbortSignal => s != null);
-    const attempt = this.#options.signal;
+    const attempt = this.#options.attempt.signal;
     const ended = this.#endedSignal();
     const remaining = this.remainingMs();
     // An expired clock must not become `AbortSignal.timeout(0)`: that fires on a later tick,
