@@ -36,6 +36,7 @@ import { OperationContext } from './context.js';
 import { failpoint, isSimulatedCrash, SimulatedCrash } from './failpoints.js';
 import { AttemptScope } from './helpers/scope.js';
 import { type Kind, validateInput } from './kinds.js';
+import { LazyLog } from './lazy-log.js';
 import { TempDirs } from './temp-dirs.js';
 
 export interface AttemptEnv {
@@ -73,11 +74,11 @@ export const operationKey = (tenant: string, id: string) => `${tenant}\u0000${id
 /** The code that marks an operation whose retry the service-wide budget denied. */
 const RETRY_DENIED = 'retry-budget-exhausted';
 
-async function takeRetry(env: AttemptEnv, row: OperationRow, log: Logger): Promise<boolean> {
+async function takeRetry(env: AttemptEnv, row: OperationRow, logs: LazyLog): Promise<boolean> {
   if (!env.retryBudget) return true;
   const { allowed } = await env.store.retryBudgetTake(env.retryBudget);
   if (!allowed) {
-    log.warn('retry denied by the service-wide retry budget');
+    logs.log.warn('retry denied by the service-wide retry budget');
     env.events.emit('retry-denied', refOf(row));
   }
   return allowed;
@@ -151,7 +152,12 @@ export async function runAttempt(
 
 async function attemptOnce(env: AttemptEnv, row: OperationRow, claimNow: number): Promise<AttemptReport> {
   const lease: LeaseRef = { tenant: row.tenant, id: row.id, epoch: row.epoch };
-  const log = env.log.child({ tenant: row.tenant, operation: row.id, attempt: row.attempt, kind: row.kind });
+  const logs = new LazyLog(env.log, {
+    tenant: row.tenant,
+    operation: row.id,
+    attempt: row.attempt,
+    kind: row.kind,
+  });
   const info = { tenant: row.tenant, id: row.id, attempt: row.attempt };
   const kind = env.kinds.get(row.kind);
   const deadlineInMs = row.deadlineAt === null ? null : row.deadlineAt - claimNow;
@@ -174,16 +180,16 @@ async function attemptOnce(env: AttemptEnv, row: OperationRow, claimNow: number)
   } else if (deadlineInMs !== null && deadlineInMs <= 0) {
     // Never start an operation whose deadline has already passed.
     end = { outcome: 'failed', error: endAtDeadline(false).error! };
-  } else if (row.error?.code === RETRY_DENIED && env.retryBudget && !(await takeRetry(env, row, log))) {
+  } else if (row.error?.code === RETRY_DENIED && env.retryBudget && !(await takeRetry(env, row, logs))) {
     // A retry the service-wide budget denied earlier asks again, and is denied again: not now.
     end = deferRetry(env, row.error, deadlineInMs);
   } else {
-    const result = await execute(env, kind, row, lease, deadlineInMs, log);
+    const result = await execute(env, kind, row, lease, deadlineInMs, logs);
     if (result === 'crashed') crashed = true;
     end = result === 'crashed' ? { outcome: 'abandon' } : result;
     // A failure about to be retried draws on the service-wide retry budget; denied, the retry
     // is marked and deferred (the failed attempt did run, so it counts).
-    if (end.outcome === 'retry' && env.retryBudget && !(await takeRetry(env, row, log))) {
+    if (end.outcome === 'retry' && env.retryBudget && !(await takeRetry(env, row, logs))) {
       const deferred = deferRetry(env, end.error, deadlineInMs);
       end =
         deferred.outcome === 'deferred'
@@ -193,11 +199,11 @@ async function attemptOnce(env: AttemptEnv, row: OperationRow, claimNow: number)
   }
 
   if (crashed) {
-    log.warn('attempt abandoned by a simulated crash');
+    logs.log.warn('attempt abandoned by a simulated crash');
     return { outcome: 'crashed' };
   }
   if (end.outcome === 'abandon') {
-    log.warn('lease lost: attempt abandoned without writing');
+    logs.log.warn('lease lost: attempt abandoned without writing');
     return { outcome: 'abandoned' };
   }
   try {
@@ -207,8 +213,8 @@ async function attemptOnce(env: AttemptEnv, row: OperationRow, claimNow: number)
     throw error;
   }
   const accepted = await env.finish({ lease, ...end } as FinishParams);
-  if (!accepted) log.warn({ end: end.outcome }, 'attempt end refused: the lease was lost');
-  else log.debug({ end: end.outcome }, 'attempt ended');
+  if (!accepted) logs.log.warn({ end: end.outcome }, 'attempt end refused: the lease was lost');
+  else if (logs.isLevelEnabled('debug')) logs.log.debug({ end: end.outcome }, 'attempt ended');
   try {
     await failpoint('operation.after-complete', info);
   } catch (error) {
@@ -229,7 +235,7 @@ async function execute(
   row: OperationRow,
   lease: LeaseRef,
   deadlineInMs: number | null,
-  log: Logger,
+  logs: LazyLog,
 ): Promise<AttemptEnd | { outcome: 'succeeded'; result: unknown } | 'crashed'> {
   const stop = new AttemptStop();
   const started = performance.now();
@@ -244,7 +250,7 @@ async function execute(
     attempt: stop,
     remainingMs,
     timeUp,
-    log,
+    logs,
     registerGroup: (pgid) => env.tempDirs.registerGroup(pgid),
   });
   let crashed = false;
@@ -283,7 +289,7 @@ async function execute(
       attempt: row.attempt,
       stop,
       deadline: row.deadlineAt,
-      log,
+      logs,
     },
     {
       remainingMs,
@@ -344,7 +350,7 @@ async function execute(
       return 'crashed';
     }
     const abortReason = stop.aborted ? stop.reason : undefined;
-    if (!isLeaseLost(abortReason)) log.info({ err: error }, 'attempt failed');
+    if (!isLeaseLost(abortReason)) logs.log.info({ err: error }, 'attempt failed');
     return classifyFailure(
       {
         error,
@@ -368,7 +374,7 @@ async function execute(
       try {
         env.tempDirs.remove(path);
       } catch (error) {
-        log.warn({ err: error, path }, 'could not remove a temporary directory');
+        logs.log.warn({ err: error, path }, 'could not remove a temporary directory');
       }
     }
   }

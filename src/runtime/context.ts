@@ -16,6 +16,7 @@ import { type ExecOptions, type ExecResult, exec } from './helpers/exec.js';
 import { boundFetch } from './helpers/fetch.js';
 import { type PgClientLike, type PgPoolLike, type PgQueryResult, pgQuery } from './helpers/pg-query.js';
 import type { AttemptScope } from './helpers/scope.js';
+import type { LazyLog } from './lazy-log.js';
 
 export interface AttemptHooks {
   effectRuntime: EffectRuntime;
@@ -33,7 +34,7 @@ export class OperationContext {
   readonly attempt: number;
   /** The operation's deadline (epoch ms, store clock), or null. */
   readonly deadline: number | null;
-  readonly log: Logger;
+  readonly #logs: LazyLog;
   readonly #hooks: AttemptHooks;
   readonly #stop: { readonly signal: AbortSignal };
 
@@ -47,7 +48,7 @@ export class OperationContext {
       /** The attempt's stop (runtime/attempt.ts): its signal is made when first read. */
       stop: { readonly signal: AbortSignal };
       deadline: number | null;
-      log: Logger;
+      logs: LazyLog;
     },
     hooks: AttemptHooks,
   ) {
@@ -57,8 +58,13 @@ export class OperationContext {
     this.attempt = fields.attempt;
     this.#stop = fields.stop;
     this.deadline = fields.deadline;
-    this.log = fields.log;
+    this.#logs = fields.logs;
     this.#hooks = hooks;
+  }
+
+  /** The attempt's logger: its lines carry tenant, operation, attempt and kind. */
+  get log(): Logger {
+    return this.#logs.log;
   }
 
   /** Fires when the attempt must stop; `reason` is the typed error saying why (docs/handlers.md). */
@@ -85,7 +91,7 @@ export class OperationContext {
    */
   effect<T>(name: string, options: EffectOptions<T>): Promise<T> {
     const runtime = this.#hooks.effectRuntime;
-    return loggedEffect(this.log, name, runtime.effectKey(name), () => runEffect(runtime, name, options));
+    return loggedEffect(this.#logs, name, runtime.effectKey(name), () => runEffect(runtime, name, options));
   }
 
   /** A fresh directory for this attempt, removed when the attempt ends, however it ends. */

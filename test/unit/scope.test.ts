@@ -12,7 +12,7 @@ const scope = (attempt: { readonly signal: AbortSignal } = new AbortController()
     attempt,
     remainingMs: () => Number.POSITIVE_INFINITY,
     timeUp: () => new Error('time up'),
-    log: pino({ enabled: false }),
+    logs: { log: pino({ enabled: false }) },
   });
 
 describe('the attempt scope', () => {

@@ -7,16 +7,16 @@
  * payment data. A failure is logged by its code only, for the same reason (a provider's error
  * message may echo the request).
  */
-import type { Logger } from 'pino';
+import type { LazyLog } from '../lazy-log.js';
 
 export async function loggedEffect<T>(
-  log: Logger,
+  logs: LazyLog,
   name: string,
   effectKey: string,
   run: () => Promise<T>,
 ): Promise<T> {
-  if (!log.isLevelEnabled('debug')) return run();
-  const effectLog = log.child({ effect: name, effectKey });
+  if (!logs.isLevelEnabled('debug')) return run();
+  const effectLog = logs.log.child({ effect: name, effectKey });
   effectLog.debug('effect started');
   try {
     const result = await run();

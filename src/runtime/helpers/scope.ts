@@ -56,13 +56,13 @@ export interface ScopeOptions {
   remainingMs(): number;
   /** The error the attempt's signal gives when its time runs out. */
   timeUp(): Error;
-  log: Logger;
+  /** The attempt's logger, made when first used (runtime/lazy-log.ts); `{ log }` will do. */
+  logs: { readonly log: Logger };
   /** Records a subprocess group so a later worker can kill it if this one dies (temp-dirs.ts). */
   registerGroup?(pgid: number): () => void;
 }
 
 export class AttemptScope {
-  readonly log: Logger;
   readonly #options: ScopeOptions;
   /**
    * Fired at the end of the attempt. Made by the first helper call: most attempts call none, and
@@ -75,7 +75,10 @@ export class AttemptScope {
 
   constructor(options: ScopeOptions) {
     this.#options = options;
-    this.log = options.log;
+  }
+
+  get log(): Logger {
+    return this.#options.logs.log;
   }
 
   remainingMs(): number {

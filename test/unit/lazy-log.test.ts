@@ -1,0 +1,43 @@
+/**
+ * An attempt's child logger (runtime/lazy-log.ts) is made on first use: asking whether a level is
+ * on makes nothing, and the lines it writes carry the attempt's bindings.
+ */
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { describe, expect, it, vi } from 'vitest';
+import { LazyLog } from '../../src/runtime/lazy-log.js';
+
+function capture(level: pino.Level) {
+  const lines: Record<string, unknown>[] = [];
+  const stream = new Writable({
+    write(chunk, _enc, done) {
+      lines.push(JSON.parse(String(chunk)));
+      done();
+    },
+  });
+  return { parent: pino({ level }, stream), lines };
+}
+
+describe('the lazy attempt log', () => {
+  it('makes no child logger to answer whether a level is on', () => {
+    const { parent } = capture('warn');
+    const child = vi.spyOn(parent, 'child');
+    const logs = new LazyLog(parent, { tenant: 'north', operation: 'O7' });
+    expect(logs.isLevelEnabled('debug')).toBe(false);
+    expect(logs.isLevelEnabled('warn')).toBe(true);
+    expect(child).not.toHaveBeenCalled();
+  });
+
+  it('makes one child on first use, whose lines carry the bindings', () => {
+    const { parent, lines } = capture('info');
+    const child = vi.spyOn(parent, 'child');
+    const logs = new LazyLog(parent, { tenant: 'north', operation: 'O7', attempt: 2 });
+    logs.log.info('first');
+    logs.log.warn('second');
+    expect(child).toHaveBeenCalledTimes(1);
+    expect(lines.map((l) => [l.msg, l.tenant, l.operation, l.attempt])).toEqual([
+      ['first', 'north', 'O7', 2],
+      ['second', 'north', 'O7', 2],
+    ]);
+  });
+});
