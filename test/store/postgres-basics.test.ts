@@ -102,6 +102,7 @@ describe('migrations', () => {
         { version: 10, name: 'finish_locked_read' },
         { version: 11, name: 'journal_locked_read' },
         { version: 12, name: 'claim_lone' },
+        { version: 13, name: 'tenant_settled' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace

@@ -22,6 +22,7 @@ import {
   effectRecordSend,
 } from './effects.js';
 import { extendMany, finishMany } from './finish.js';
+import { listParams, listSql } from './list.js';
 import { purge, rescue } from './maintenance.js';
 import { migrateSqlite } from './migrate.js';
 import { cancel, reconcile, redrive } from './operator.js';
@@ -57,22 +58,8 @@ export interface SqliteStore extends Store {
  */
 export function sqliteStore(options: SqliteOptions): SqliteStore {
   const ctx = openSqlite(options, options.clock ?? systemClock);
-  const list = (p: ListParams) => {
-    const where: string[] = ['seq > @after'];
-    if (p.tenant !== undefined) where.push('tenant = @tenant');
-    if (p.state !== undefined) where.push('state = @state');
-    if (p.kind !== undefined) where.push('kind = @kind');
-    const sql = `SELECT * FROM operations WHERE ${where.join(' AND ')} ORDER BY seq LIMIT @limit`;
-    return (
-      ctx.stmt(sql).all({
-        after: p.after ?? 0,
-        tenant: p.tenant,
-        state: p.state,
-        kind: p.kind,
-        limit: p.limit,
-      }) as RawOperation[]
-    ).map(toOperationRow);
-  };
+  const list = (p: ListParams) =>
+    (ctx.stmt(listSql(p)).all(listParams(p)) as RawOperation[]).map(toOperationRow);
   const resolve = <T>(fn: () => T): Promise<T> => {
     try {
       return Promise.resolve(fn());

@@ -1,0 +1,87 @@
+/**
+ * SQLite's index of a tenant's operations by state holds only the settled states (migration 13):
+ * a listing of a settled state reads it; an earlier file migrates to it and lists the same.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { type SqliteStore, sqliteStore } from '../../src/store/sqlite/index.js';
+import { listParams, listSql } from '../../src/store/sqlite/list.js';
+import { schemaVersion } from '../../src/store/sqlite/migrate.js';
+import { FakeClock } from '../../src/testing/fake-clock.js';
+import { BOOM, claim, leaseOf, submitParams } from '../conformance/fixtures.js';
+
+const indexes = (store: SqliteStore) =>
+  store.context.db
+    .prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'operations'`)
+    .all() as Array<{ name: string; sql: string | null }>;
+
+const plan = (store: SqliteStore, p: Parameters<typeof listSql>[0]) =>
+  (
+    store.context.db.prepare(`EXPLAIN QUERY PLAN ${listSql(p)}`).all(listParams(p)) as Array<{
+      detail: string;
+    }>
+  )
+    .map((r) => r.detail)
+    .join('; ');
+
+describe('the SQLite index of settled operations by tenant', () => {
+  let dir: string;
+  let store: SqliteStore;
+  beforeEach(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'sluice-indexes-'));
+    store = sqliteStore({ path: join(dir, 'sluice.db'), clock: new FakeClock() });
+    await store.migrate();
+  });
+  afterEach(async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('leaves the live states out, and a listing of a settled state reads it', () => {
+    const byName = new Map(indexes(store).map((i) => [i.name, i.sql]));
+    expect(byName.has('operations_tenant_state')).toBe(false);
+    expect(byName.get('operations_tenant_settled')).toMatch(/WHERE state NOT IN \('queued', 'running'\)/);
+    expect(plan(store, { tenant: 'North', state: 'dead', limit: 10 })).toContain('operations_tenant_settled');
+    expect(plan(store, { tenant: 'North', state: 'needs_reconciliation', after: 5, limit: 10 })).toContain(
+      'operations_tenant_settled',
+    );
+    // A live state cannot use it: the listing reads the tenant's rows.
+    expect(plan(store, { tenant: 'North', state: 'queued', limit: 10 })).not.toContain(
+      'operations_tenant_settled',
+    );
+  });
+
+  it('replaces the full index of a file from before version 13, and lists the same', async () => {
+    const db = store.context.db;
+    await store.operationSubmitMany([
+      submitParams({ id: 'a' }),
+      submitParams({ id: 'b' }),
+      submitParams({ id: 'c', delayMs: 3_600_000 }),
+    ]);
+    const rows = await claim(store, { limit: 2 });
+    await store.attemptFinishMany([{ lease: leaseOf(rows[0]!), outcome: 'dead', error: BOOM }]);
+    const before = await Promise.all(
+      (['dead', 'running', 'queued'] as const).map((state) =>
+        store.operationList({ tenant: 'North', state, limit: 10 }),
+      ),
+    );
+    // The file as version 12 left it.
+    db.exec(`DROP INDEX operations_tenant_settled;
+      CREATE INDEX operations_tenant_state ON operations (tenant, state, seq);
+      DELETE FROM sluice_migrations WHERE version = 13;`);
+    expect(schemaVersion(store.context)).toBe(12);
+    await store.migrate();
+    expect(schemaVersion(store.context)).toBe(13);
+    expect(indexes(store).map((i) => i.name)).toContain('operations_tenant_settled');
+    expect(indexes(store).map((i) => i.name)).not.toContain('operations_tenant_state');
+    const after = await Promise.all(
+      (['dead', 'running', 'queued'] as const).map((state) =>
+        store.operationList({ tenant: 'North', state, limit: 10 }),
+      ),
+    );
+    expect(after).toEqual(before);
+    expect(before.map((rs) => rs.map((r) => r.id))).toEqual([[rows[0]!.id], [rows[1]!.id], ['c']]);
+  });
+});
