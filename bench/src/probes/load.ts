@@ -82,7 +82,7 @@ export async function submitBacklog(
 /** A schema name no other probe run uses. */
 export const freshSchema = (prefix: string): string => `${prefix}_${Date.now()}_${process.pid}`;
 
-/** A fresh store of the kind `--store` names: `pg` (default) or `sqlite`. */
+/** A fresh store of the kind `--store` names: `pg` (default) or `sqlite` (with `sqlite`'s options, say `synchronous`). */
 export function freshStore(
   s: Sluice,
   kind: string,

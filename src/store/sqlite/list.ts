@@ -13,7 +13,7 @@ import { isTerminal } from '../../core/states.js';
 import type { ListParams } from '../types.js';
 
 /** The WHERE of the settled-state index, word for word (migrations/0013_tenant_settled.sql). */
-export const SETTLED = "state NOT IN ('queued', 'running')";
+const SETTLED = "state NOT IN ('queued', 'running')";
 
 export function listSql(p: ListParams): string {
   const where: string[] = ['seq > @after'];
