@@ -31,6 +31,16 @@ import type { CaseResult, CaseSpec } from './types.js';
 /** The variants of every side-by-side scenario; the first two are Sluice. */
 export const PEER_SHAPE_VARIANTS = ['sluice-pg', 'sluice-sqlite', 'graphile', 'pg-boss', 'bullmq'] as const;
 
+/**
+ * Jobs enqueued one at a time before the timed ones, on the same producer. A client's first
+ * few thousand calls run slower than the rest while V8 compiles (and, for a client opened after
+ * another, recompiles: its closures are new call targets) the call's path: Sluice's submit ran
+ * at about half its rate for the first ~3,000 after a new engine opened in a warm process
+ * (blocks of 500: 1,121/s and 373 µs of CPU a submit, then 1,800/s and ~120 µs). A warm-up on a
+ * client of its own, then a new one timed, measured that recompilation.
+ */
+const ENQUEUE_WARM = 5000;
+
 /** Warm-up jobs are numbered from here, apart from the timed ones (0 … n−1). */
 const WARM_BASE = 10_000_000;
 const BATCH = 1000;
@@ -140,12 +150,16 @@ async function phase<T>(
   open: () => Promise<T>,
   body: (t: T) => Promise<void>,
   close: (t: T) => Promise<void>,
+  warmUp?: { ops: number; run: (t: T) => Promise<void> },
 ): Promise<PhaseMeter> {
   const meter = new PhaseMeter(observer, q.applications);
   await meter.open();
   const t = await open();
   try {
-    meter.start();
+    if (warmUp) {
+      await warmUp.run(t);
+      await meter.startAfter(warmUp.ops);
+    } else meter.start();
     await body(t);
     meter.stop();
     await meter.sampleServerCpu();
@@ -159,22 +173,19 @@ async function phase<T>(
 async function enqueue(spec: CaseSpec, q: QueueUnderTest, observer: PgObserver | undefined) {
   const batched = spec.scenario === 'enqueue-batch';
   const n = spec.ops ?? (spec.quick ? (batched ? 3000 : 1000) : 20_000);
-  const warm = batched ? BATCH : spec.quick ? 50 : 200;
-  {
-    const p = await q.producer();
-    if (batched) await enqueueAll(p, range(WARM_BASE, warm));
-    else for (const job of range(WARM_BASE, warm)) await p.enqueue(job);
-    await p.close();
-  }
+  const warm = batched ? BATCH : spec.quick ? 50 : ENQUEUE_WARM;
+  const send = async (p: Producer, jobs: number[]) => {
+    if (batched) await enqueueAll(p, jobs);
+    else for (const job of jobs) await p.enqueue(job);
+  };
+  // The warm-up runs on the producer that is then timed: see ENQUEUE_WARM.
   const meter = await phase(
     q,
     observer,
     () => q.producer(),
-    async (p) => {
-      if (batched) await enqueueAll(p, range(0, n));
-      else for (let job = 0; job < n; job++) await p.enqueue(job);
-    },
+    (p) => send(p, range(0, n)),
     (p) => p.close(),
+    { ops: warm, run: (p) => send(p, range(WARM_BASE, warm)) },
   );
   const outstanding = await q.outstanding();
   if (outstanding !== warm + n) throw new Error(`${warm + n} jobs enqueued, the queue holds ${outstanding}`);

@@ -43,6 +43,27 @@ export class CallCounts {
     return n;
   }
 
+  /** A copy of the counts so far, for `since`. */
+  snapshot(): CallCounts {
+    const copy = new CallCounts();
+    for (const [m, c] of this.byMethod) copy.byMethod.set(m, c);
+    for (const [m, ms] of this.msByMethod) copy.msByMethod.set(m, ms);
+    return copy;
+  }
+
+  /** The calls made since `before` (a snapshot of these counts). */
+  since(before: CallCounts): CallCounts {
+    const out = new CallCounts();
+    for (const [m, c] of this.byMethod) {
+      const d = c - (before.byMethod.get(m) ?? 0);
+      if (d > 0) out.byMethod.set(m, d);
+    }
+    for (const [m, ms] of this.msByMethod) {
+      if (out.byMethod.has(m)) out.msByMethod.set(m, ms - (before.msByMethod.get(m) ?? 0));
+    }
+    return out;
+  }
+
   toObject(): Record<string, number> {
     return Object.fromEntries([...this.byMethod].sort(([a], [b]) => a.localeCompare(b)));
   }

@@ -15,6 +15,10 @@ export class PhaseMeter {
   private before: PgCounters | undefined;
   private delta: PgCounters | undefined;
   private pgCpu = Number.NaN;
+  /** Backends' CPU seconds by pid when the window started after a warm-up on the same connections. */
+  private pgCpuAtStart: Map<number, number> | undefined;
+  /** Operations done on the phase's connections before the window: counted by the server too. */
+  private warmed = 0;
   startUs = 0;
   endUs = 0;
   private stopSampling: (() => Promise<Record<string, number>>) | undefined;
@@ -34,6 +38,19 @@ export class PhaseMeter {
     this.before = await this.observer.counters();
   }
 
+  /**
+   * Starts the window after `warmed` operations already ran on the phase's own connections (a
+   * warm-up on the very client that is timed). The server publishes its counters only when a
+   * backend exits, so they still cover the warm-up: per operation they are divided by every
+   * operation of the connections' lifetime, the same work each. The backends' CPU is read now
+   * and again at the end, so it covers the window alone.
+   */
+  async startAfter(warmed: number): Promise<void> {
+    this.warmed = warmed;
+    if (this.observer) this.pgCpuAtStart = await this.observer.backendCpuByPid(this.applications);
+    this.start();
+  }
+
   start(): void {
     if (this.sampleWaits && this.observer) this.stopSampling = this.observer.sampleWaits(this.applications);
     this.startUs = Number(process.hrtime.bigint() / 1000n);
@@ -50,7 +67,16 @@ export class PhaseMeter {
   /** While the phase's connections are still open: their backends' CPU time. */
   async sampleServerCpu(): Promise<void> {
     if (this.stopSampling) this.waits = await this.stopSampling();
-    if (this.observer) this.pgCpu = await this.observer.backendCpuSeconds(this.applications);
+    if (!this.observer) return;
+    if (!this.pgCpuAtStart) {
+      this.pgCpu = await this.observer.backendCpuSeconds(this.applications);
+      return;
+    }
+    // A backend opened during the window counts from zero.
+    let total = 0;
+    for (const [pid, cpu] of await this.observer.backendCpuByPid(this.applications))
+      total += cpu - (this.pgCpuAtStart.get(pid) ?? 0);
+    this.pgCpu = total;
   }
 
   /** After the phase's connections closed: the counters' change. */
@@ -75,11 +101,12 @@ export class PhaseMeter {
       [`${prefix}.nodeCpuShare`]: (this.cpu.user + this.cpu.system) / 1e6 / this.seconds,
     };
     if (this.delta) {
-      out[`${prefix}.commits`] = this.delta.xactCommit / n;
+      const all = n + this.warmed;
+      out[`${prefix}.commits`] = this.delta.xactCommit / all;
       out[`${prefix}.rowsWritten`] =
-        (this.delta.tupInserted + this.delta.tupUpdated + this.delta.tupDeleted) / n;
-      out[`${prefix}.walSyncs`] = this.delta.walSync / n;
-      out[`${prefix}.walBytes`] = this.delta.walBytes / n;
+        (this.delta.tupInserted + this.delta.tupUpdated + this.delta.tupDeleted) / all;
+      out[`${prefix}.walSyncs`] = this.delta.walSync / all;
+      out[`${prefix}.walBytes`] = this.delta.walBytes / all;
     }
     if (Number.isFinite(this.pgCpu)) {
       out[`${prefix}.pgCpuUs`] = (this.pgCpu * 1e6) / n;
