@@ -21,7 +21,7 @@ import type { ClaimParams, ClaimResult, OperationRow } from '../types.js';
 import type { SqliteContext } from './connection.js';
 import { classWaiting } from './queue-counters.js';
 import { countRetryBudget } from './retry-budget.js';
-import { type RawOperation, toOperationRow } from './rows.js';
+import { operationColumns, operationRowOf } from './rows.js';
 
 interface Candidate {
   tenant: string;
@@ -120,6 +120,11 @@ export function serve<C extends Pick<Candidate, 'vtime' | 'weight' | 'ops' | 'ta
   });
 }
 
+/** Starts one picked operation and returns it, read as an array (rows.ts `operationRowOf`). */
+const START = `UPDATE operations SET state = 'running', attempt = attempt + 1, epoch = epoch + 1, started_at = ?,
+    lease_owner = ?, lease_expires_at = ?, updated_at = ?
+  WHERE seq = ? RETURNING ${operationColumns()}`;
+
 export function claimMany(ctx: SqliteContext, p: ClaimParams): ClaimResult {
   return ctx.write((now) => {
     const rows: OperationRow[] = [];
@@ -151,13 +156,9 @@ export function claimMany(ctx: SqliteContext, p: ClaimParams): ClaimResult {
         (ready.all(p.class, c.tenant, now, limit) as Array<{ seq: number }>).map((r) => r.seq),
       );
       const picks = serve(fresh, want);
-      const update = ctx.stmt(
-        `UPDATE operations SET state = 'running', attempt = attempt + 1, epoch = epoch + 1, started_at = ?,
-           lease_owner = ?, lease_expires_at = ?, updated_at = ?
-         WHERE seq = ? RETURNING *`,
-      );
+      const update = ctx.rawStmt(START);
       for (const pick of picks) {
-        rows.push(toOperationRow(update.get(now, p.owner, now + p.leaseMs, now, pick.seq) as RawOperation));
+        rows.push(operationRowOf(update.get(now, p.owner, now + p.leaseMs, now, pick.seq) as unknown[]));
       }
       const settle = ctx.stmt(
         `UPDATE queues SET running = running + @n, waiting = waiting - @n, vtime = @vtime,

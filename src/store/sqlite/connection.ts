@@ -35,6 +35,11 @@ export interface SqliteContext {
   readonly clock: Clock;
   /** A prepared statement, compiled once per connection. */
   stmt(sql: string): Statement;
+  /**
+   * The same, its rows read as arrays of values in the statement's column order (better-sqlite3's
+   * raw mode) instead of an object per row: see rows.ts `operationRowOf`.
+   */
+  rawStmt(sql: string): Statement;
   /** Runs `fn` in a `BEGIN IMMEDIATE` transaction; errors come out classified. */
   write<T>(fn: (now: number) => T): T;
   /** Runs `fn` outside a write transaction; errors come out classified. */
@@ -65,6 +70,30 @@ export function classifySqliteError(error: unknown): unknown {
   return error;
 }
 
+/** The connection's statement caches: one per read mode (a statement's mode is its own). */
+function statements(db: Database.Database): Pick<SqliteContext, 'stmt' | 'rawStmt'> {
+  const objects = new Map<string, Statement>();
+  const arrays = new Map<string, Statement>();
+  return {
+    stmt(sql) {
+      let s = objects.get(sql);
+      if (!s) {
+        s = db.prepare(sql);
+        objects.set(sql, s);
+      }
+      return s;
+    },
+    rawStmt(sql) {
+      let s = arrays.get(sql);
+      if (!s) {
+        s = db.prepare(sql).raw(true);
+        arrays.set(sql, s);
+      }
+      return s;
+    },
+  };
+}
+
 const borrowed = new WeakMap<Database.Database, SqliteContext>();
 
 /**
@@ -75,18 +104,10 @@ const borrowed = new WeakMap<Database.Database, SqliteContext>();
 export function borrowSqlite(db: Database.Database, clock: Clock): SqliteContext {
   let ctx = borrowed.get(db);
   if (!ctx) {
-    const cache = new Map<string, Statement>();
     ctx = {
       db,
       clock,
-      stmt(sql) {
-        let s = cache.get(sql);
-        if (!s) {
-          s = db.prepare(sql);
-          cache.set(sql, s);
-        }
-        return s;
-      },
+      ...statements(db),
       write<T>(fn: (now: number) => T): T {
         if (!db.inTransaction) {
           throw new InvalidArgument('tx must be a better-sqlite3 Database inside an open transaction');
@@ -119,22 +140,13 @@ export function openSqlite(options: SqliteOptions, clock: Clock): SqliteContext 
   } catch (error) {
     throw classifySqliteError(error);
   }
-  const cache = new Map<string, Statement>();
-  const stmt = (sql: string): Statement => {
-    let s = cache.get(sql);
-    if (!s) {
-      s = db.prepare(sql);
-      cache.set(sql, s);
-    }
-    return s;
-  };
   // One transaction function for every write: better-sqlite3 builds a wrapper per `transaction()`
   // call, which is measurable on a one-at-a-time submit.
   const transaction = db.transaction(<T>(fn: (now: number) => T): T => fn(clock.now()));
   return {
     db,
     clock,
-    stmt,
+    ...statements(db),
     write<T>(fn: (now: number) => T): T {
       try {
         return transaction.immediate(fn) as T;

@@ -98,14 +98,30 @@ type Running = Pick<
   | 'error'
 >;
 
+/** The operation an end is for, still `running` under its epoch; read as an array (`runningOf`). */
+const RUNNING = `SELECT seq, tenant, id, class, epoch, attempt, run_after, started_at, lease_owner, cancel, error
+  FROM operations WHERE tenant = ? AND id = ? AND epoch = ? AND state = 'running'`;
+
+function runningOf(v: unknown[]): Running {
+  return {
+    seq: v[0] as number,
+    tenant: v[1] as string,
+    id: v[2] as string,
+    class: v[3] as string,
+    epoch: v[4] as number,
+    attempt: v[5] as number,
+    run_after: v[6] as number,
+    started_at: v[7] as number | null,
+    lease_owner: v[8] as string | null,
+    cancel: v[9] as Running['cancel'],
+    error: v[10] as string | null,
+  };
+}
+
 function finishOne(ctx: SqliteContext, p: FinishParams, now: number, groups: Map<string, Ended>): boolean {
-  const op = ctx
-    .stmt(
-      `SELECT seq, tenant, id, class, epoch, attempt, run_after, started_at, lease_owner, cancel, error
-         FROM operations WHERE tenant = ? AND id = ? AND epoch = ? AND state = 'running'`,
-    )
-    .get(p.lease.tenant, p.lease.id, p.lease.epoch) as Running | undefined;
-  if (!op) return false;
+  const found = ctx.rawStmt(RUNNING).get(p.lease.tenant, p.lease.id, p.lease.epoch) as unknown[] | undefined;
+  if (!found) return false;
+  const op = runningOf(found);
 
   let to: OperationState;
   let error: ErrorRecord | null = null;

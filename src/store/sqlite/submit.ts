@@ -10,26 +10,28 @@ import { createdRow } from '../created-row.js';
 import type { OperationRow, SubmitOutcome, SubmitParams } from '../types.js';
 import type { SqliteContext } from './connection.js';
 import { queueEnter } from './queue-counters.js';
-import { type RawOperation, toOperationRow } from './rows.js';
+import { operationColumns, operationRowOf } from './rows.js';
+
+/**
+ * The record and the tombstone in one statement: most submits find neither. Read as an array:
+ * the record's columns first (all NULL when there is none), then the tombstone's digest.
+ */
+const LOOKUP = `SELECT ${operationColumns('o')}, t.digest FROM (SELECT 1) AS one
+  LEFT JOIN operations o ON o.tenant = @tenant AND o.id = @id
+  LEFT JOIN tombstones t ON t.tenant = @tenant AND t.id = @id`;
 
 export function submitMany(ctx: SqliteContext, items: SubmitParams[]): SubmitOutcome[] {
   return ctx.write((now) => items.map((item) => submitOne(ctx, item, now)));
 }
 
 function submitOne(ctx: SqliteContext, p: SubmitParams, now: number): SubmitOutcome {
-  // The record and the tombstone in one statement: most submits find neither.
-  const found = ctx
-    .stmt(
-      `SELECT o.*, t.digest AS tomb FROM (SELECT 1) AS one
-         LEFT JOIN operations o ON o.tenant = @tenant AND o.id = @id
-         LEFT JOIN tombstones t ON t.tenant = @tenant AND t.id = @id`,
-    )
-    .get({ tenant: p.tenant, id: p.id }) as (Partial<RawOperation> & { tomb: string | null }) | undefined;
-  if (found?.seq != null) {
-    const row: OperationRow = toOperationRow(found as RawOperation);
+  const found = ctx.rawStmt(LOOKUP).get({ tenant: p.tenant, id: p.id }) as unknown[];
+  if (found[0] !== null) {
+    const row: OperationRow = operationRowOf(found);
     return { status: row.digest === p.digest ? 'existing' : 'conflict', row };
   }
-  if (found?.tomb != null) return { status: 'expired', digestMatches: found.tomb === p.digest };
+  const tomb = found[found.length - 1] as string | null;
+  if (tomb !== null) return { status: 'expired', digestMatches: tomb === p.digest };
 
   const maxWaiting = p.limits?.maxWaiting ?? null;
   const maxQueued = p.limits?.maxQueued ?? null;
