@@ -13,6 +13,7 @@ import {
   isSluiceError,
   LeaseLost,
 } from '../../core/errors/index.js';
+import { createdEffectRow } from '../created-row.js';
 import type {
   BudgetCharge,
   EffectBeginParams,
@@ -97,25 +98,28 @@ function beginOne(ctx: SqliteContext, p: EffectBeginParams, now: number): Effect
     // Step 2, in the same transaction: a refusal throws, and nothing above is kept.
     checkMaxCalls(ctx, lease.tenant, lease.id, p.maxCalls);
     const reservations = drawBudgets(ctx, now, { spend: p.spend, rates: p.rates });
-    const raw = ctx
+    // The new row holds what was sent and the clock: built here, not read back (created-row.ts),
+    // its cost in whole units as PostgreSQL's bigint column keeps it.
+    const row = createdEffectRow(p, now);
+    ctx
       .stmt(
         `INSERT INTO effects (tenant, op_id, name, key, state, provider, cost, first_sent_at, last_sent_at, sends, epoch,
                               reservations)
-         VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, 1, ?, ?) RETURNING *`,
+         VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, 1, ?, ?)`,
       )
-      .get(
+      .run(
         lease.tenant,
         lease.id,
         p.name,
         p.key,
-        p.provider ?? null,
-        p.cost ?? null,
+        row.provider,
+        row.cost,
         now,
         now,
         lease.epoch,
         reservations.length ? JSON.stringify(reservations) : null,
-      ) as RawEffect;
-    return { row: toEffectRow(raw), created: true, now };
+      );
+    return { row, created: true, now };
   }
 }
 

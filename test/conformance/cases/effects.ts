@@ -59,6 +59,18 @@ export function effectCases(t: CaseRegistry): void {
       expect((await getRow(store, ref)).effectStartedAt).toBe(now);
     });
 
+    g.test(
+      'a cost is kept in whole units, alike on both stores, in the row returned and the row stored',
+      async (fx) => {
+        const { store } = fx;
+        await submitCreated(store);
+        const lease = leaseOf(await claimOne(store));
+        const begun = await store.effectBegin({ lease, name: 'charge', key: 'sk_1', cost: 12.6 });
+        expect(begun.row.cost).toBe(13);
+        expect(await store.effectList(ref)).toEqual([begun.row]);
+      },
+    );
+
     g.test('begin again returns the existing row, created=false, first-sent time unchanged', async (fx) => {
       const { store, clock } = fx;
       await submitCreated(store);
