@@ -1,6 +1,8 @@
 /**
  * @module sluice
  * Bounded, durable background operations with safe retries. The public API: named re-exports only.
+ * The engine alone: the HTTP service is `sluice/service` (src/service/index.ts), so that a program
+ * that only runs operations never loads the web server.
  */
 
 export { defineConfig, loadConfig, type SluiceConfig } from './config/config.js';
@@ -19,22 +21,12 @@ export {
 } from './core/states.js';
 export { deriveEffectKey, type EffectKeyFn } from './effects/effect-key.js';
 export type { EffectCall, EffectOptions, LookupResult } from './effects/run-effect.js';
-export { type AuthConfig, hashApiKey, type Principal } from './http/auth.js';
-export type { FieldError, Problem } from './http/problem.js';
-export { buildServer, type ServerOptions } from './http/server.js';
 export type {
   AttemptEndOutcome,
   OperationRef,
   SluiceEventMap,
   SluiceEvents,
 } from './observability/events.js';
-export {
-  createMetrics,
-  type HttpObservation,
-  type Metrics,
-  type MetricsOptions,
-  type MetricsSource,
-} from './observability/metrics.js';
 export { DEFAULT_RETENTION, type RetentionPolicy } from './queue/maintenance.js';
 export { type BackoffOptions, backoffCeiling, DEFAULT_BACKOFF, fullJitterDelay } from './retry/backoff.js';
 export type { AttemptReport } from './runtime/attempt.js';
@@ -43,7 +35,6 @@ export type { ExecOptions, ExecResult } from './runtime/helpers/exec.js';
 export type { PgClientLike, PgPoolLike, PgQueryResult } from './runtime/helpers/pg-query.js';
 export { DEFAULT_LIMITS, type Kind, type KindDefinition, type KindLimits } from './runtime/kinds.js';
 export { Worker, type WorkerOptions } from './runtime/worker.js';
-export { type Role, type Service, type ServiceOptions, startService } from './service/service.js';
 export {
   type CancelResult,
   type Include,

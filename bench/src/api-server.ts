@@ -13,7 +13,8 @@
  *
  *   node dist/api-server.js '<ApiServerSpec as JSON>'
  */
-import { type Sluice, type SluiceConfig, startService } from 'sluice';
+import type { Sluice, SluiceConfig } from 'sluice';
+import { startService } from 'sluice/service';
 import { CallCounts, chargeInput, PLAIN_KIND } from './lib/engine.js';
 
 export interface ApiServerSpec {

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DEMO_KEYS, paymentsConfig } from '../../src/demo/payments.js';
-import { type Service, startService } from '../../src/index.js';
+import { type Service, startService } from '../../src/service/index.js';
 import { type ProviderServer, startProviderServer } from '../../src/testing/index.js';
 import { silent } from '../helpers/engine.js';
 

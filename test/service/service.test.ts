@@ -9,14 +9,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { withEnvironment } from '../../src/config/config.js';
-import {
-  Ambiguous,
-  isInvalidArgument,
-  loadConfig,
-  type OperationContext,
-  type Service,
-  startService,
-} from '../../src/index.js';
+import { Ambiguous, isInvalidArgument, loadConfig, type OperationContext } from '../../src/index.js';
+import { type Service, startService } from '../../src/service/index.js';
 import { silent } from '../helpers/engine.js';
 
 const ROOT = join(import.meta.dirname, '../..');
