@@ -1,8 +1,9 @@
 /**
  * The package's entry points, as a program that installed it imports them: by name, from the
  * built dist/ (`npm test` builds first), each in a fresh Node process so that nothing another
- * import loaded counts. The engine's entry must not load the web server: fastify and prom-client
- * are most of a process's start-up, which a worker restarted after a crash waits through.
+ * import loaded counts. The engine's entry loads neither the web server (fastify and prom-client)
+ * nor a database driver before a store of that kind is opened: they are most of a process's
+ * start-up, which a worker restarted after a crash waits through.
  */
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -10,11 +11,15 @@ import { describe, expect, it } from 'vitest';
 
 const ROOT = join(import.meta.dirname, '..');
 
-/** Imports `specifier` in a new process; answers its export names and the packages it loaded. */
-function load(specifier: string): { exports: string[]; packages: string[] } {
+/**
+ * Imports `specifier` in a new process and runs `then` (with the entry as `entry`); answers the
+ * entry's export names and the packages loaded by then.
+ */
+function load(specifier: string, then = ''): { exports: string[]; packages: string[] } {
   const script = `
     import { createRequire } from 'node:module';
     const entry = await import(${JSON.stringify(specifier)});
+    ${then}
     const cache = createRequire(import.meta.url).cache;
     const packages = new Set();
     for (const file of Object.keys(cache)) {
@@ -27,12 +32,25 @@ function load(specifier: string): { exports: string[]; packages: string[] } {
 }
 
 describe('the package entry points', () => {
-  it('sluice is the engine, without the web server', () => {
+  const heavy = ['fastify', 'prom-client', 'pg', 'better-sqlite3'];
+
+  it('sluice is the engine, without the web server or a driver', () => {
     const { exports, packages } = load('sluice');
     expect(exports).toEqual(expect.arrayContaining(['Sluice', 'sqliteStore', 'postgresStore', 'Worker']));
     expect(exports).not.toContain('buildServer');
-    expect(packages).toEqual(expect.arrayContaining(['pg', 'better-sqlite3', 'pino']));
-    expect(packages.filter((p) => ['fastify', 'prom-client'].includes(p))).toEqual([]);
+    expect(packages).toContain('pino');
+    expect(packages.filter((p) => heavy.includes(p))).toEqual([]);
+  });
+
+  it('a store loads its own driver only', () => {
+    const sqlite = load('sluice', "entry.sqliteStore({ path: ':memory:' }).close();");
+    expect(sqlite.packages.filter((p) => heavy.includes(p))).toEqual(['better-sqlite3']);
+    // The pool connects on first use: creating the store opens no connection.
+    const postgres = load(
+      'sluice',
+      "entry.postgresStore({ connectionString: 'postgres://127.0.0.1:1/none' });",
+    );
+    expect(postgres.packages.filter((p) => heavy.includes(p))).toEqual(['pg']);
   });
 
   it('sluice/service is the HTTP service and its metrics', () => {

@@ -18,9 +18,10 @@
  *   `synchronous_commit = off` as they open (`durableCommits`).
  */
 import { createHash } from 'node:crypto';
-import pg from 'pg';
+import type pg from 'pg';
 import type { Clock } from '../../core/clock.js';
 import { InvalidArgument, isStoreError } from '../../core/errors/index.js';
+import { pgDriver } from './driver.js';
 import { classifyPgError } from './errors.js';
 
 export interface PostgresOptions {
@@ -116,7 +117,7 @@ export function openPostgres(options: PostgresOptions): PgContext {
   if (!pool) {
     if (!options.connectionString)
       throw new InvalidArgument('postgresStore needs a connectionString or a pool');
-    pool = new pg.Pool({
+    pool = new (pgDriver().Pool)({
       connectionString: options.connectionString,
       max: options.poolSize ?? 10,
       connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,

@@ -9,8 +9,9 @@
  * connection is down. The listener reconnects by itself with back-off, and after each reconnect
  * calls `onReconnect` so the engine can look for work it may have missed (a poll of every class).
  */
-import pg from 'pg';
+import type pg from 'pg';
 import type { PgContext } from './connection.js';
+import { pgDriver } from './driver.js';
 import { classifyPgError } from './errors.js';
 
 export interface SubscribeOptions {
@@ -39,7 +40,7 @@ export async function subscribe(
   let backoff = MIN_BACKOFF_MS;
 
   const connect = async (): Promise<void> => {
-    const c = new pg.Client(config);
+    const c = new (pgDriver().Client)(config);
     // Errors while connecting come back through connect() as well; this keeps them from being
     // unhandled 'error' events.
     c.on('error', () => {});

@@ -8,7 +8,7 @@
  * never deadlock upgrading read locks, and `busy_timeout` makes a writer wait its turn instead of
  * failing at once.
  */
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import type { Clock } from '../../core/clock.js';
 import {
   InvalidArgument,
@@ -16,6 +16,7 @@ import {
   StoreError,
   type StoreErrorReason,
 } from '../../core/errors/index.js';
+import { sqliteDriver } from './driver.js';
 
 export interface SqliteOptions {
   /** The database file (created if missing), or `:memory:` for a private in-memory store. */
@@ -130,7 +131,7 @@ export function borrowSqlite(db: Database.Database, clock: Clock): SqliteContext
 export function openSqlite(options: SqliteOptions, clock: Clock): SqliteContext {
   let db: Database.Database;
   try {
-    db = new Database(options.path);
+    db = new (sqliteDriver())(options.path);
     db.pragma('journal_mode = WAL');
     db.pragma(`synchronous = ${options.synchronous ?? 'FULL'}`);
     db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);

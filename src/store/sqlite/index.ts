@@ -5,7 +5,6 @@
  * resolves at once, and the engine groups concurrent hot-path calls so many share one commit.
  */
 
-import Database from 'better-sqlite3';
 import { systemClock } from '../../core/clock.js';
 import { InvalidArgument } from '../../core/errors/index.js';
 import type { Store } from '../store.js';
@@ -13,6 +12,7 @@ import type { ListParams, QueueStat } from '../types.js';
 import { budgetUsage } from './budgets.js';
 import { claimMany } from './claim.js';
 import { borrowSqlite, openSqlite, type SqliteContext, type SqliteOptions } from './connection.js';
+import { sqliteDriver } from './driver.js';
 import {
   effectBegin,
   effectBeginMany,
@@ -77,7 +77,7 @@ export function sqliteStore(options: SqliteOptions): SqliteStore {
       resolve(() => {
         const tx = submitOptions?.tx;
         if (tx === undefined) return submitMany(ctx, items);
-        if (!(tx instanceof Database)) {
+        if (!(tx instanceof sqliteDriver())) {
           throw new InvalidArgument('tx must be a better-sqlite3 Database inside an open transaction');
         }
         return submitMany(borrowSqlite(tx, ctx.clock), items);
