@@ -1,13 +1,29 @@
 /**
  * @module queue/wakeup
  * Wakes idle claim loops. A local submit wakes its class at once; other processes' submits are
- * found by polling (SQLite) or LISTEN/NOTIFY (PostgreSQL). A wake that arrives while the loop
- * is busy is remembered, so it is never lost between a claim and the next wait.
+ * heard through the store: LISTEN/NOTIFY (PostgreSQL), a watch on the file (SQLite), else the
+ * poll. A wake that arrives while the loop is busy is remembered, so it is never lost between a
+ * claim and the next wait.
  */
+import type { WakeInterest } from '../store/store.js';
 
 export class Wakeup {
   private readonly pending = new Set<string>();
   private readonly waiters = new Map<string, Set<() => void>>();
+  /** Loops waiting for work (not for a slot to free). */
+  private forWork = 0;
+  private readonly starts = new Set<() => void>();
+  /**
+   * Whether a loop waits for work now, so a wake would be acted on, and when that starts: a store
+   * that has to look for other processes' work (SQLite) looks only then.
+   */
+  readonly interest: WakeInterest = {
+    now: () => this.forWork > 0,
+    onStart: (listener) => {
+      this.starts.add(listener);
+      return () => this.starts.delete(listener);
+    },
+  };
 
   notify(cls: string): void {
     this.pending.add(cls);
@@ -24,8 +40,11 @@ export class Wakeup {
     this.pending.delete(cls);
   }
 
-  /** Resolves on a wake for `cls` (or one remembered since `consume`), or after `timeoutMs`. */
-  wait(cls: string, timeoutMs: number): Promise<void> {
+  /**
+   * Resolves on a wake for `cls` (or one remembered since `consume`), or after `timeoutMs`.
+   * `forWork: false` for a loop that waits for a slot to free rather than for work.
+   */
+  wait(cls: string, timeoutMs: number, forWork = true): Promise<void> {
     if (this.pending.has(cls)) return Promise.resolve();
     return new Promise((resolve) => {
       let set = this.waiters.get(cls);
@@ -33,9 +52,11 @@ export class Wakeup {
         set = new Set();
         this.waiters.set(cls, set);
       }
+      if (forWork && this.forWork++ === 0) for (const start of [...this.starts]) start();
       const done = () => {
         clearTimeout(timer);
-        set.delete(done);
+        if (!set.delete(done)) return;
+        if (forWork) this.forWork--;
         resolve();
       };
       const timer = setTimeout(done, timeoutMs);

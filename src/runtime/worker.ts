@@ -192,7 +192,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
     // LISTEN/NOTIFY); polling stays as the fallback and finds delayed retries.
     if (this.env.store.subscribe) {
       this.unsubscribe = this.env.store
-        .subscribe((cls) => this.env.wakeup.notify(cls), { onReconnect: () => this.env.wakeup.notifyAll() })
+        .subscribe((cls) => this.env.wakeup.notify(cls), {
+          onReconnect: () => this.env.wakeup.notifyAll(),
+          interest: this.env.wakeup.interest,
+        })
         .then((stop) => {
           this.announced = this.env.store.announcesWork === true;
           return stop;
@@ -322,7 +325,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     while (this.state === 'running') {
       const free = slots - this.active(cls);
       if (free <= 0) {
-        await this.env.wakeup.wait(cls, this.pollIntervalMs);
+        await this.env.wakeup.wait(cls, this.pollIntervalMs, false);
         this.env.wakeup.consume(cls);
         continue;
       }

@@ -46,6 +46,13 @@ import type {
   SubmitParams,
 } from './types.js';
 
+/** Whether anyone would act on a wake now (a claim loop waits for work), and when that starts. */
+export interface WakeInterest {
+  now(): boolean;
+  /** Calls `listener` whenever a loop starts to wait for work after none did; returns a remover. */
+  onStart(listener: () => void): () => void;
+}
+
 export interface Store {
   readonly dialect: 'sqlite' | 'postgres';
   /** Applies pending migrations. Safe to call from several processes at once. */
@@ -63,10 +70,12 @@ export interface Store {
   /**
    * Optional: calls `onClass` when another process makes work of a class ready, so idle workers
    * wake at once instead of at the next poll. `onReconnect` after notifications may have been lost.
+   * `interest`: whether a wake would be acted on now (a claim loop waits for work); a store that
+   * has to look for other processes' work rather than be told (SQLite) looks only then.
    */
   subscribe?(
     onClass: (cls: string) => void,
-    options?: { onReconnect?: () => void },
+    options?: { onReconnect?: () => void; interest?: WakeInterest },
   ): Promise<() => Promise<void>>;
   /**
    * True when the store's writes announce to subscribers the work they make ready (a submit, a

@@ -103,6 +103,7 @@ describe('migrations', () => {
         { version: 11, name: 'journal_locked_read' },
         { version: 12, name: 'claim_lone' },
         { version: 13, name: 'tenant_settled' },
+        { version: 14, name: 'class_entered' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace

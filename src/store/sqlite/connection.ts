@@ -27,6 +27,12 @@ export interface SqliteOptions {
   busyTimeoutMs?: number;
   /** The clock that stamps leases, deadlines and effects. Default: the system clock. */
   clock?: Clock;
+  /**
+   * Whether a subscribed store (an idle worker's) watches the file for other processes' commits
+   * that made work ready, to wake at once rather than at its next poll (store/sqlite/watch.ts).
+   * Default true; `false`: polling only.
+   */
+  watch?: boolean;
 }
 
 export type Statement = Database.Statement<unknown[], unknown>;

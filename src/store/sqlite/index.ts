@@ -5,6 +5,7 @@
  * resolves at once, and the engine groups concurrent hot-path calls so many share one commit.
  */
 
+import { resolve as resolvePath } from 'node:path';
 import { systemClock } from '../../core/clock.js';
 import { InvalidArgument } from '../../core/errors/index.js';
 import type { Store } from '../store.js';
@@ -38,6 +39,7 @@ import {
   toOperationRow,
 } from './rows.js';
 import { submitMany } from './submit.js';
+import { watchClasses } from './watch.js';
 
 export type { SqliteOptions } from './connection.js';
 
@@ -57,6 +59,10 @@ export interface SqliteStore extends Store {
  * ```
  */
 export function sqliteStore(options: SqliteOptions): SqliteStore {
+  if (options.watch !== undefined && typeof options.watch !== 'boolean')
+    throw new InvalidArgument('watch must be true or false');
+  // Resolved now: the file SQLite opens, whatever the working directory is later.
+  const walPath = `${resolvePath(options.path)}-wal`;
   const ctx = openSqlite(options, options.clock ?? systemClock);
   const list = (p: ListParams) =>
     (ctx.stmt(listSql(p)).all(listParams(p)) as RawOperation[]).map(toOperationRow);
@@ -73,6 +79,14 @@ export function sqliteStore(options: SqliteOptions): SqliteStore {
     migrate: () => resolve(() => migrateSqlite(ctx)),
     close: () => resolve(() => void (ctx.db.open && ctx.db.close())),
     now: () => Promise.resolve(ctx.clock.now()),
+    subscribe: (onClass, subscribeOptions) =>
+      resolve(() => {
+        // A private database (in memory, or a temporary file) has no other connection to hear from.
+        if (options.watch === false || options.path === ':memory:' || options.path === '')
+          return async () => {};
+        const watch = watchClasses(ctx, walPath, onClass, subscribeOptions?.interest);
+        return async () => watch.stop();
+      }),
     operationSubmitMany: (items, submitOptions) =>
       resolve(() => {
         const tx = submitOptions?.tx;

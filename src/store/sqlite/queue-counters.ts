@@ -65,15 +65,20 @@ export function queueEnter(
   classWaiting(ctx, cls, count);
 }
 
-/** The class's count of waiting operations, all tenants together, moves by `delta`. */
+/**
+ * The class's count of waiting operations, all tenants together, moves by `delta`; operations
+ * that entered also count in `entered`, which only grows (what other processes' idle workers
+ * watch: store/sqlite/watch.ts).
+ */
 export function classWaiting(ctx: SqliteContext, cls: string, delta: number): void {
   if (delta === 0) return;
   ctx
     .stmt(
-      `INSERT INTO classes (class, waiting) VALUES (?, ?)
-       ON CONFLICT (class) DO UPDATE SET waiting = waiting + excluded.waiting`,
+      `INSERT INTO classes (class, waiting, entered) VALUES (@cls, @delta, max(@delta, 0))
+       ON CONFLICT (class) DO UPDATE SET waiting = waiting + excluded.waiting,
+         entered = entered + excluded.entered`,
     )
-    .run(cls, delta);
+    .run({ cls, delta });
 }
 
 /** Operations left `queued` and/or `running` without re-entering the queue. */
