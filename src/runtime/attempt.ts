@@ -67,7 +67,14 @@ export interface AttemptEnv {
 
 export type AttemptReport =
   | { outcome: 'crashed' | 'abandoned' }
-  | { outcome: 'written'; end: FinishParams['outcome']; accepted: boolean; errorCode: string | null };
+  | {
+      outcome: 'written';
+      end: FinishParams['outcome'];
+      accepted: boolean;
+      errorCode: string | null;
+      /** For an end that put the operation back in the queue for later (`retry`, `deferred`): after how long. */
+      dueInMs?: number;
+    };
 
 export const operationKey = (tenant: string, id: string) => `${tenant}\u0000${id}`;
 
@@ -226,6 +233,7 @@ async function attemptOnce(env: AttemptEnv, row: OperationRow, claimNow: number)
     end: end.outcome,
     accepted,
     errorCode: 'error' in end ? end.error.code : null,
+    ...('delayMs' in end ? { dueInMs: end.delayMs } : {}),
   };
 }
 

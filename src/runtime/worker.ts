@@ -33,6 +33,7 @@ import type { EffectKeyFn } from '../effects/effect-key.js';
 import { batchedJournal } from '../effects/journal.js';
 import type { Journal } from '../effects/run-effect.js';
 import type { SluiceEvents } from '../observability/events.js';
+import { DueWakes } from '../queue/due-wakes.js';
 import { Heartbeat } from '../queue/heartbeat.js';
 import { PeriodicTask, purgeAll, type RetentionPolicy, rescueAll } from '../queue/maintenance.js';
 import type { Wakeup } from '../queue/wakeup.js';
@@ -129,6 +130,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly marks: Batcher<EffectMarkParams, boolean>;
   private readonly journal: Journal;
   private readonly tasks: PeriodicTask[] = [];
+  /** Wakes a class when a retry or deferral this worker wrote comes due (before the next poll). */
+  private readonly dueWakes = new DueWakes((cls) => this.env.wakeup.notify(cls));
   private readonly loops: Promise<void>[] = [];
   private readonly leaseMs: number;
   private readonly pollIntervalMs: number;
@@ -189,7 +192,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (swept > 0) this.log.info({ swept }, 'removed temporary directories of dead workers');
     this.heartbeat.start();
     // Other processes' submits wake this worker at once where the store can tell (PostgreSQL
-    // LISTEN/NOTIFY); polling stays as the fallback and finds delayed retries.
+    // LISTEN/NOTIFY, SQLite's watch on the file); its own retries wake it when due (dueWakes);
+    // polling stays as the fallback.
     if (this.env.store.subscribe) {
       this.unsubscribe = this.env.store
         .subscribe((cls) => this.env.wakeup.notify(cls), {
@@ -270,6 +274,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     ]);
     await this.heartbeat.stop();
     await Promise.all(this.tasks.map((t) => t.stop()));
+    this.dueWakes.stop();
     await (await this.unsubscribe)?.();
     this.tempDirs.removeOwn();
     this.state = 'stopped';
@@ -388,6 +393,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
           report,
           report.outcome === 'written' ? performance.now() - started : undefined,
         );
+        if (report.outcome === 'written' && report.accepted && report.dueInMs !== undefined)
+          this.dueWakes.add(cls, report.dueInMs);
         this.emit('attempt', {
           tenant: row.tenant,
           id: row.id,
