@@ -92,7 +92,7 @@ export const DRILL_EXPORT_LIMITS = {
 export const EXPORT_BYTES_PER_SEC = 4 * 1024 * 1024;
 
 /** Leases and the worker's pacing: short, so a killed worker's leases come back within seconds. */
-export const DRILL_WORKER = { leaseMs: 2000, pollIntervalMs: 50, rescueIntervalMs: 250 } as const;
+export const DRILL_WORKER = { leaseMs: 2000, rescueIntervalMs: 250 } as const;
 export const DRILL_PG_POOL_SIZE = 4;
 
 /**
