@@ -152,6 +152,28 @@ describe('SQLite wake-ups across processes', () => {
     polling.handle.stop();
   });
 
+  it('keeps hearing the file after a checkpoint truncates the log', async () => {
+    const { here, there, ctx } = await pair();
+    let heard: (cls: string) => void = () => {};
+    const handle = watchClasses(ctx, `${here.dbPath}-wal`, (cls) => heard(cls));
+    const next = () =>
+      new Promise<string>((resolve) => {
+        heard = resolve;
+      });
+    let woke = next();
+    await there.sluice.submit({ tenant: 't', id: 'e1', kind: 'export', input: {} });
+    expect(await woke).toBe('bulk');
+    const [checkpoint] = (there.store as ReturnType<typeof sqliteStore>).context.db.pragma(
+      'wal_checkpoint(TRUNCATE)',
+    ) as Array<{ busy: number }>;
+    expect(checkpoint?.busy).toBe(0);
+    woke = next();
+    await there.sluice.submit({ tenant: 't', id: 'c1', kind: 'charge', input: {} });
+    expect(await woke).toBe('default');
+    expect(handle.mode).toBe('events');
+    handle.stop();
+  });
+
   it('stops hearing the file while nobody waits for work, and catches up when someone does', async () => {
     const { here, there, ctx } = await pair();
     let waiting = false;
