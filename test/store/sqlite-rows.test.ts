@@ -57,6 +57,12 @@ describe('SQLite operation rows read as arrays', () => {
     expect(asArray).toEqual(asObject);
     // Every column of the table is read: none of the row's fields came out undefined or null.
     expect(Object.values(asArray).filter((v) => v === undefined || v === null)).toEqual([]);
+    // And each field holds its own column's value (the column's name in camelCase).
+    const field = (c: string) => c.replace(/_([a-z])/g, (_m, l: string) => l.toUpperCase());
+    const expected = Object.fromEntries(
+      columns.map((c, i) => [field(c), json.has(c) ? { column: c } : value(c, i)]),
+    );
+    expect(asArray).toMatchObject(expected);
   });
 
   it('come back from a claim as the stored row', async () => {

@@ -115,34 +115,12 @@ export function operationRowOf(v: unknown[]): OperationRow {
   };
 }
 
+/**
+ * The same from a row read as an object (`SELECT *`, the cold reads: get, list, operator
+ * commands): one mapping of columns to fields, `operationRowOf`'s.
+ */
 export function toOperationRow(r: RawOperation): OperationRow {
-  return {
-    seq: r.seq,
-    tenant: r.tenant,
-    id: r.id,
-    kind: r.kind,
-    class: r.class,
-    digest: r.digest,
-    input: JSON.parse(r.input),
-    state: r.state,
-    attempt: r.attempt,
-    maxAttempts: r.max_attempts,
-    epoch: r.epoch,
-    runAfter: r.run_after,
-    deadlineAt: r.deadline_at,
-    createdAt: r.created_at,
-    updatedAt: r.updated_at,
-    startedAt: r.started_at,
-    finishedAt: r.finished_at,
-    leaseOwner: r.lease_owner,
-    leaseExpiresAt: r.lease_expires_at,
-    leaseExpiries: r.lease_expiries,
-    effectStartedAt: r.effect_started_at,
-    cancel: r.cancel,
-    cancelRequestedAt: r.cancel_requested_at,
-    result: json(r.result),
-    error: json(r.error) as ErrorRecord | null,
-  };
+  return operationRowOf(OPERATION_COLUMNS.map((c) => r[c]));
 }
 
 export interface RawEffect {
