@@ -91,7 +91,12 @@ export class OperationContext {
    */
   effect<T>(name: string, options: EffectOptions<T>): Promise<T> {
     const runtime = this.#hooks.effectRuntime;
-    return loggedEffect(this.#logs, name, runtime.effectKey(name), () => runEffect(runtime, name, options));
+    return loggedEffect(
+      this.#logs,
+      name,
+      () => runtime.effectKey(name),
+      () => runEffect(runtime, name, options),
+    );
   }
 
   /** A fresh directory for this attempt, removed when the attempt ends, however it ends. */

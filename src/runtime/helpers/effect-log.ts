@@ -12,11 +12,12 @@ import type { LazyLog } from '../lazy-log.js';
 export async function loggedEffect<T>(
   logs: LazyLog,
   name: string,
-  effectKey: string,
+  /** Derived only when the lines are written: it is a hash, and the effect derives it anyway. */
+  effectKey: () => string,
   run: () => Promise<T>,
 ): Promise<T> {
   if (!logs.isLevelEnabled('debug')) return run();
-  const effectLog = logs.log.child({ effect: name, effectKey });
+  const effectLog = logs.log.child({ effect: name, effectKey: effectKey() });
   effectLog.debug('effect started');
   try {
     const result = await run();

@@ -23,7 +23,7 @@ import type {
   LeaseRef,
   Settled,
 } from '../types.js';
-import { checkMaxCalls, drawBudgets, settleReservations } from './budgets.js';
+import { checkMaxCalls, drawBudgets, type Reservation, settleReservations } from './budgets.js';
 import type { SqliteContext } from './connection.js';
 import { jsonText, type RawEffect, toEffectRow } from './rows.js';
 
@@ -47,29 +47,19 @@ export function effectBegin(ctx: SqliteContext, p: EffectBeginParams): EffectBeg
 }
 
 /**
- * `beginOne` in a savepoint of the caller's transaction, one wrapper per connection: better-sqlite3
- * builds a wrapper per `transaction()` call, which a batch would otherwise pay once per item.
- */
-const savepointed = new WeakMap<SqliteContext['db'], typeof beginOne>();
-
-/**
- * Several attempts' begins in one transaction (one fsync). Each item runs in its own savepoint:
- * a refusal (it throws before or after writing) is rolled back alone and answered alone.
+ * Several attempts' begins in one transaction (one fsync). Each item is answered alone: a refusal
+ * (lease lost, cancel pending, a limit or budget) is decided before the item writes anything
+ * (`beginOne`), so the items before and after it stand without a savepoint per item, which SQLite
+ * pays with a copy of every page the item changes.
  */
 export function effectBeginMany(
   ctx: SqliteContext,
   items: EffectBeginParams[],
 ): Array<Settled<EffectBeginResult>> {
-  let begin = savepointed.get(ctx.db);
-  if (!begin) {
-    begin = ctx.db.transaction(beginOne);
-    savepointed.set(ctx.db, begin);
-  }
-  const inSavepoint = begin;
   return ctx.write((now) =>
     items.map((p): Settled<EffectBeginResult> => {
       try {
-        return { ok: true, value: inSavepoint(ctx, p, now) };
+        return { ok: true, value: beginOne(ctx, p, now) };
       } catch (error) {
         if (!isSluiceError(error)) throw error;
         return { ok: false, error };
@@ -78,49 +68,53 @@ export function effectBeginMany(
   );
 }
 
+/** Every refusal throws before the first write: `effectBeginMany` relies on it. */
 function beginOne(ctx: SqliteContext, p: EffectBeginParams, now: number): EffectBeginResult {
-  {
-    const { lease } = p;
-    const marked = ctx
-      .stmt(
-        `UPDATE operations SET effect_started_at = coalesce(effect_started_at, ?), updated_at = ?
-         WHERE tenant = ? AND id = ? AND epoch = ? AND state = 'running' AND cancel IS NOT 'requested'
-         RETURNING 1`,
-      )
-      .get(now, now, lease.tenant, lease.id, lease.epoch);
-    if (!marked) {
-      if (fence(ctx, lease)) throw new CancelRequested(lease.id);
-      throw new LeaseLost(lease.id);
-    }
-    const existing = getEffect(ctx, lease, p.name);
-    // An existing row is returned as it is: any further request goes through recordSend.
-    if (existing) return { row: existing, created: false, now };
-    // Step 2, in the same transaction: a refusal throws, and nothing above is kept.
+  const { lease } = p;
+  const op = ctx
+    .stmt(`SELECT cancel FROM operations WHERE tenant = ? AND id = ? AND epoch = ? AND state = 'running'`)
+    .get(lease.tenant, lease.id, lease.epoch) as { cancel: string | null } | undefined;
+  if (!op) throw new LeaseLost(lease.id);
+  if (op.cancel === 'requested') throw new CancelRequested(lease.id);
+  const existing = getEffect(ctx, lease, p.name);
+  // Step 2, before anything is written: a refusal leaves the transaction as it found it
+  // (drawBudgets checks every charge before it applies one).
+  let reservations: Reservation[] = [];
+  if (!existing) {
     checkMaxCalls(ctx, lease.tenant, lease.id, p.maxCalls);
-    const reservations = drawBudgets(ctx, now, { spend: p.spend, rates: p.rates });
-    // The new row holds what was sent and the clock: built here, not read back (created-row.ts),
-    // its cost in whole units as PostgreSQL's bigint column keeps it.
-    const row = createdEffectRow(p, now);
-    ctx
-      .stmt(
-        `INSERT INTO effects (tenant, op_id, name, key, state, provider, cost, first_sent_at, last_sent_at, sends, epoch,
-                              reservations)
-         VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, 1, ?, ?)`,
-      )
-      .run(
-        lease.tenant,
-        lease.id,
-        p.name,
-        p.key,
-        row.provider,
-        row.cost,
-        now,
-        now,
-        lease.epoch,
-        reservations.length ? JSON.stringify(reservations) : null,
-      );
-    return { row, created: true, now };
+    reservations = drawBudgets(ctx, now, { spend: p.spend, rates: p.rates });
   }
+  // The operation's point of no return for cancel, under the fence just read.
+  ctx
+    .stmt(
+      `UPDATE operations SET effect_started_at = coalesce(effect_started_at, ?), updated_at = ?
+       WHERE tenant = ? AND id = ?`,
+    )
+    .run(now, now, lease.tenant, lease.id);
+  // An existing row is returned as it is: any further request goes through recordSend.
+  if (existing) return { row: existing, created: false, now };
+  // The new row holds what was sent and the clock: built here, not read back (created-row.ts),
+  // its cost in whole units as PostgreSQL's bigint column keeps it.
+  const row = createdEffectRow(p, now);
+  ctx
+    .stmt(
+      `INSERT INTO effects (tenant, op_id, name, key, state, provider, cost, first_sent_at, last_sent_at, sends, epoch,
+                            reservations)
+       VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, 1, ?, ?)`,
+    )
+    .run(
+      lease.tenant,
+      lease.id,
+      p.name,
+      p.key,
+      row.provider,
+      row.cost,
+      now,
+      now,
+      lease.epoch,
+      reservations.length ? JSON.stringify(reservations) : null,
+    );
+  return { row, created: true, now };
 }
 
 export function effectRecordSend(

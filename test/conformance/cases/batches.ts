@@ -109,7 +109,9 @@ export function batchCases(t: CaseRegistry): void {
       // d already made its one allowed request; e began its effect in an earlier attempt's call.
       await store.effectBegin({ lease: leaseOf(d!), name: 'first', key: 'k-d1' });
       await store.effectBegin({ lease: leaseOf(e!), name: 'charge', key: 'k-e' });
-      const dBefore = (await getRow(store, d!)).effectStartedAt;
+      // A refused item writes nothing: its row keeps the time of its last write, though the clock moved.
+      const before = await Promise.all([b!, c!, d!].map((row) => getRow(store, row)));
+      fx.clock.advance(1000);
       const out = await store.effectBeginMany([
         { lease: leaseOf(a!), name: 'charge', key: 'k-a', provider: 'pay', cost: 120, maxCalls: 5 },
         { lease: { ...leaseOf(b!), epoch: b!.epoch + 1 }, name: 'charge', key: 'k-b', maxCalls: 5 },
@@ -143,7 +145,7 @@ export function batchCases(t: CaseRegistry): void {
         expect((await getRow(store, row)).effectStartedAt).toBeNull();
       }
       expect((await store.effectList(d!)).map((x) => x.name)).toEqual(['first']);
-      expect((await getRow(store, d!)).effectStartedAt).toBe(dBefore);
+      expect(await Promise.all([b!, c!, d!].map((row) => getRow(store, row)))).toEqual(before);
     });
 
     g.test('effect begins with a budget draw: the over-budget item is refused alone', async (fx) => {
@@ -160,6 +162,8 @@ export function batchCases(t: CaseRegistry): void {
         'created',
       ]);
       expect(await store.effectList(a!)).toEqual([]);
+      expect((await getRow(store, a!)).effectStartedAt).toBeNull();
+      expect((await getRow(store, b!)).effectStartedAt).not.toBeNull();
       expect((await store.budgetUsage({ prefix: 'spend:', since: 0 })).map((u) => u.reserved)).toEqual([4]);
     });
 
