@@ -11,6 +11,7 @@ import { type ProviderBudgets, validateBudgets } from './admission/budgets.js';
 import { Admission, type AdmissionConfig } from './admission/limits.js';
 import { RetryAfterEstimator } from './admission/retry-after.js';
 import { DEFAULT_RETRY_BUDGET, type RetryBudgetConfig } from './admission/retry-budget.js';
+import { bounded } from './core/bounds.js';
 import { assertPlainJson, canonicalJson, digestOfCanonical } from './core/digest.js';
 import {
   CancelRequested,
@@ -157,15 +158,18 @@ export class Sluice {
       options.logger ??
       pino({ name: 'sluice', level: process.env.SLUICE_LOG_LEVEL ?? 'warn' }, pino.destination(2));
     this.effectKey = options.effectKey ?? deriveEffectKey;
-    this.retention = { ...DEFAULT_RETENTION, ...options.retention };
-    this.maxLeaseExpiries = options.maxLeaseExpiries ?? 3;
+    this.retention = retentionOf(options.retention);
+    this.maxLeaseExpiries = bounded('maxLeaseExpiries', options.maxLeaseExpiries, 3, {
+      min: 1,
+      max: 1000,
+      integer: true,
+    });
     this.random = options.random ?? Math.random;
     this.submitter = new Batcher((items) => this.store.operationSubmitMany(items));
     this.admission = new Admission({ classes: options.classes, tenants: options.tenants });
     this.providers = options.providers ?? {};
     validateBudgets(this.providers);
-    this.retryBudget =
-      options.retryBudget === false ? false : { ...DEFAULT_RETRY_BUDGET, ...options.retryBudget };
+    this.retryBudget = options.retryBudget === false ? false : retryBudgetOf(options.retryBudget);
     this.changes.setMaxListeners(0);
   }
 
@@ -473,4 +477,30 @@ export class Sluice {
   private changed(tenant: string, id: string): void {
     this.changes.emit(operationKey(tenant, id));
   }
+}
+
+/** The retention policy with its defaults; a tombstone outlives the operation it replaces. */
+function retentionOf(given: Partial<RetentionPolicy> | undefined): RetentionPolicy {
+  const terminalMs = bounded('retention.terminalMs', given?.terminalMs, DEFAULT_RETENTION.terminalMs, {
+    min: 0,
+  });
+  const tombstoneMs = bounded('retention.tombstoneMs', given?.tombstoneMs, DEFAULT_RETENTION.tombstoneMs, {
+    min: 0,
+  });
+  // Both count from the operation's end: a shorter tombstone would free the id when it is purged.
+  if (tombstoneMs < terminalMs)
+    throw new InvalidArgument('retention.tombstoneMs must be at least retention.terminalMs');
+  return { terminalMs, tombstoneMs };
+}
+
+function retryBudgetOf(given: Partial<RetryBudgetConfig> | undefined): RetryBudgetConfig {
+  const d = DEFAULT_RETRY_BUDGET;
+  const windowMs = bounded('retryBudget.windowMs', given?.windowMs, d.windowMs, { min: 1 });
+  return {
+    ratio: bounded('retryBudget.ratio', given?.ratio, d.ratio, { min: 0 }),
+    floor: bounded('retryBudget.floor', given?.floor, d.floor, { min: 0, integer: true }),
+    windowMs,
+    bucketMs: bounded('retryBudget.bucketMs', given?.bucketMs, d.bucketMs, { min: 1, max: windowMs }),
+    deferMaxMs: bounded('retryBudget.deferMaxMs', given?.deferMaxMs, d.deferMaxMs, { min: 0 }),
+  };
 }

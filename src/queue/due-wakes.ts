@@ -1,9 +1,9 @@
 /**
  * @module queue/due-wakes
  * Wakes a class's claim loop when an operation this worker put back in the queue for later (a
- * retry after its back-off, a deferral by a budget) comes due, instead of at the loop's next poll:
- * with the default poll (500 ms), a retry backed off 100 ms otherwise started some 250 ms late on
- * average, and the back-off a kind declares was not the one it got. Only this worker's own: the
+ * retry after its back-off, a deferral by a budget) comes due within a minute, instead of at the
+ * loop's next poll: with the default poll (500 ms), a retry backed off 100 ms otherwise started
+ * some 250 ms late on average, and the back-off a kind declares was not the one it got. Only this worker's own: the
  * workers of other processes wake for theirs, and whichever worker is idle then claims it.
  *
  * The due instant is counted from when the end was reported, after its commit stamped the
@@ -14,6 +14,12 @@
 
 /** More due instants than this per class are left to the poll. */
 const MAX_PENDING = 1024;
+/**
+ * Instants further away than this are left to the poll too: one poll late is nothing beside such
+ * a wait, and a timer cannot hold a wait past 2^31 − 1 ms (about 25 days; a budget's window may
+ * be a month), which Node turns into 1 ms, again and again.
+ */
+const HORIZON_MS = 60_000;
 
 export class DueWakes {
   /** Per class, the due instants (`performance.now()` time), earliest first. */
@@ -23,6 +29,7 @@ export class DueWakes {
   constructor(private readonly wake: (cls: string) => void) {}
 
   add(cls: string, inMs: number): void {
+    if (!(inMs <= HORIZON_MS)) return;
     const at = performance.now() + Math.max(0, inMs);
     let list = this.due.get(cls);
     if (!list) {
@@ -66,8 +73,12 @@ export class DueWakes {
     if (!list) return;
     // A timer may fire up to a millisecond before its instant: those count as due.
     const now = performance.now() + 1;
-    while (list.length > 0 && list[0]! <= now) list.shift();
-    this.wake(cls);
+    let due = 0;
+    while (list.length > 0 && list[0]! <= now) {
+      list.shift();
+      due++;
+    }
+    if (due > 0) this.wake(cls);
     this.arm(cls);
   }
 }

@@ -2,9 +2,10 @@
  * @module runtime/kinds
  * Operation kinds: a name, an input schema (any Standard Schema validator: zod, valibot,
  * arktype…), a workload class, limits, and the handler. Limits left out take the defaults below,
- * which are documented in docs/limits.md.
+ * which are documented in docs/admission.md and the README.
  */
 import type { StandardSchemaV1 } from '@standard-schema/spec';
+import { bounded, MAX_TIMER_MS } from '../core/bounds.js';
 import { InputInvalid, type InputIssue, InvalidArgument } from '../core/errors/index.js';
 import { type BackoffOptions, DEFAULT_BACKOFF } from '../retry/backoff.js';
 import type { OperationContext } from './context.js';
@@ -68,11 +69,9 @@ export interface Kind {
 
 const NAME = /^[a-z][a-z0-9_.-]{0,63}$/;
 
-function positive(name: string, value: number | undefined, fallback: number, min = 1): number {
-  if (value === undefined) return fallback;
-  if (!Number.isFinite(value) || value < min) throw new InvalidArgument(`${name} must be a number ≥ ${min}`);
-  return value;
-}
+/** A limit of at least `min` (1 unless said), as large as any JSON number; or the default. */
+const positive = (name: string, value: number | undefined, fallback: number, min = 1): number =>
+  bounded(name, value, fallback, { min });
 
 export function resolveKind(name: string, def: KindDefinition): Kind {
   if (!NAME.test(name)) throw new InvalidArgument(`kind name ${JSON.stringify(name)} must match ${NAME}`);
@@ -86,7 +85,11 @@ export function resolveKind(name: string, def: KindDefinition): Kind {
   const l = def.limits ?? {};
   const limits: ResolvedLimits = {
     maxInputBytes: positive('maxInputBytes', l.maxInputBytes, DEFAULT_LIMITS.maxInputBytes),
-    attemptTimeoutMs: positive('attemptTimeoutMs', l.attemptTimeoutMs, DEFAULT_LIMITS.attemptTimeoutMs),
+    // A timer measures it: no longer than a timer can wait.
+    attemptTimeoutMs: bounded('attemptTimeoutMs', l.attemptTimeoutMs, DEFAULT_LIMITS.attemptTimeoutMs, {
+      min: 1,
+      max: MAX_TIMER_MS,
+    }),
     deadlineMs:
       l.deadlineMs === null
         ? null

@@ -28,7 +28,8 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { ProviderBudgets } from '../admission/budgets.js';
 import type { RetryBudgetConfig } from '../admission/retry-budget.js';
-import { isStoreError, WorkerShutdown } from '../core/errors/index.js';
+import { bounded, MAX_TIMER_MS } from '../core/bounds.js';
+import { InvalidArgument, isStoreError, WorkerShutdown } from '../core/errors/index.js';
 import type { EffectKeyFn } from '../effects/effect-key.js';
 import { batchedJournal } from '../effects/journal.js';
 import type { Journal } from '../effects/run-effect.js';
@@ -84,6 +85,33 @@ export interface WorkerOptions {
   tempCheckMs?: number;
   /** Identity of this worker in leases and attempt history. Default `host/pid/nonce`. */
   id?: string;
+}
+
+/** Slots one class may have in one process. */
+export const MAX_SLOTS = 10_000;
+
+/** Every option in its range (README, "Limits and defaults"), before anything is started. */
+function checkOptions(o: WorkerOptions): void {
+  const period = (name: string, value: number | undefined, min = 1) =>
+    bounded(name, value, 0, { min, max: MAX_TIMER_MS });
+  const slots = (name: string, value: number | undefined) =>
+    bounded(name, value, 0, { min: 0, max: MAX_SLOTS, integer: true });
+  slots('defaultSlots', o.defaultSlots);
+  if (o.slots !== undefined) {
+    if (typeof o.slots !== 'object' || o.slots === null) throw new InvalidArgument('slots must be an object');
+    for (const [cls, n] of Object.entries(o.slots)) slots(`slots.${cls}`, n);
+  }
+  period('leaseMs', o.leaseMs);
+  period('heartbeatMs', o.heartbeatMs);
+  period('pollIntervalMs', o.pollIntervalMs);
+  if (o.rescueIntervalMs !== false) period('rescueIntervalMs', o.rescueIntervalMs);
+  if (o.purgeIntervalMs !== false) period('purgeIntervalMs', o.purgeIntervalMs);
+  period('abortGraceMs', o.abortGraceMs, 0);
+  period('tempCheckMs', o.tempCheckMs);
+  if (o.id !== undefined && (typeof o.id !== 'string' || o.id.length === 0 || o.id.length > 200))
+    throw new InvalidArgument('id must be a string of 1 to 200 characters');
+  if (o.tempRoot !== undefined && (typeof o.tempRoot !== 'string' || o.tempRoot.length === 0))
+    throw new InvalidArgument('tempRoot must be a directory path');
 }
 
 /** What a worker needs from its engine. */
@@ -144,6 +172,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     private readonly options: WorkerOptions = {},
   ) {
     super();
+    checkOptions(options);
     this.id = options.id ?? `${hostname()}/${process.pid}/${randomBytes(3).toString('hex')}`;
     this.log = env.log.child({ worker: this.id });
     this.leaseMs = options.leaseMs ?? 30_000;
@@ -246,6 +275,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
    * the store is unreachable).
    */
   async stop(options: { graceMs?: number } = {}): Promise<void> {
+    // Checked first: refused, the worker runs on as it was.
+    const graceMs = bounded('graceMs', options.graceMs, 10_000, { min: 0, max: MAX_TIMER_MS });
     if (this.state === 'stopped' || this.state === 'new') {
       this.state = 'stopped';
       return;
@@ -254,7 +285,6 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.state = 'stopping';
     this.env.wakeup.notifyAll();
     await Promise.all(this.loops);
-    const graceMs = options.graceMs ?? 10_000;
     if (this.inflight.size > 0) {
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([

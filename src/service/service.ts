@@ -14,6 +14,7 @@ import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { openStore } from '../cli/open-store.js';
 import { type SluiceConfig, withEnvironment } from '../config/config.js';
+import { bounded, MAX_TIMER_MS } from '../core/bounds.js';
 import type { Worker } from '../runtime/worker.js';
 import { Sluice } from '../sluice.js';
 
@@ -40,6 +41,11 @@ export interface Service {
 
 export async function startService(input: SluiceConfig, options: ServiceOptions = {}): Promise<Service> {
   const config = withEnvironment(input);
+  // Checked before anything opens: a grace the shutdown's timer cannot wait would end at once.
+  const shutdownGraceMs = bounded('shutdownGraceMs', config.shutdownGraceMs, 10_000, {
+    min: 0,
+    max: MAX_TIMER_MS,
+  });
   const role = options.role ?? 'all';
   const log =
     options.logger ??
@@ -92,7 +98,7 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
   const stop = (o: { graceMs?: number } = {}) => {
     stopping ??= (async () => {
       accepting = false;
-      const graceMs = o.graceMs ?? config.shutdownGraceMs ?? 10_000;
+      const graceMs = o.graceMs ?? shutdownGraceMs;
       log.info({ graceMs }, 'shutting down: no new work accepted');
       await worker?.stop({ graceMs });
       await server?.close();

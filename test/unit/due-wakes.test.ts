@@ -41,4 +41,19 @@ describe('DueWakes', () => {
     vi.advanceTimersByTime(5000);
     expect(woke).toEqual([]);
   });
+
+  it('leaves instants past its horizon to the poll: a budget deferred for a month does not spin a timer', () => {
+    const woke: string[] = [];
+    const due = new DueWakes((cls) => woke.push(cls));
+    // 30 days does not fit a timer's 32-bit delay, which Node would turn into 1 ms, again and again.
+    due.add('a', 30 * 24 * 3600_000);
+    due.add('a', 60_001);
+    expect(due.pending).toBe(0);
+    vi.advanceTimersByTime(120_000);
+    expect(woke).toEqual([]);
+    due.add('a', 60_000);
+    expect(due.pending).toBe(1);
+    vi.advanceTimersByTime(60_000);
+    expect(woke).toEqual(['a']);
+  });
 });

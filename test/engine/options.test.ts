@@ -1,0 +1,105 @@
+/**
+ * Every number an engine, a worker, a kind and the service are given is checked where it is
+ * given: one outside its range throws `invalid-argument` naming it, before anything starts. The
+ * durations that become timers stop at the longest wait a timer holds (2^31 − 1 ms): past it,
+ * Node fires the timer after 1 ms, and an attempt timeout of a month ended every attempt at once.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { MAX_TIMER_MS } from '../../src/core/bounds.js';
+import { startService } from '../../src/service/index.js';
+import { type Harness, harness } from '../helpers/engine.js';
+
+const codeOf = (fn: () => unknown): string | undefined => {
+  try {
+    fn();
+    return undefined;
+  } catch (error) {
+    return (error as { code?: string }).code;
+  }
+};
+
+describe('options out of range', () => {
+  let h: Harness;
+  afterEach(async () => h?.close());
+
+  it("a kind's attempt timeout: the longest a timer holds runs the handler; one more is refused", async () => {
+    h = await harness();
+    const define = (name: string, attemptTimeoutMs: number) =>
+      h.sluice.define(name, {
+        input: z.object({}),
+        limits: { attemptTimeoutMs, deadlineMs: null },
+        run: async () => {
+          // Long enough for a timer set to 1 ms to have fired.
+          await new Promise((resolve) => setTimeout(resolve, 30));
+          return 'done';
+        },
+      });
+    expect(codeOf(() => define('too.long', MAX_TIMER_MS + 1))).toBe('invalid-argument');
+    expect(codeOf(() => define('too.short', 0))).toBe('invalid-argument');
+    define('longest', MAX_TIMER_MS);
+    h.worker().start();
+    await h.sluice.submit({ tenant: 'North', id: 'L1', kind: 'longest', input: {} });
+    const done = await h.sluice.wait({ tenant: 'North', id: 'L1' });
+    expect([done.state, done.result]).toEqual(['succeeded', 'done']);
+  });
+
+  it("a worker's slots and periods, each at its edge and one step past it", async () => {
+    h = await harness();
+    h.sluice.define('noop', { input: z.object({}), run: () => null });
+    const cases: Array<[Record<string, unknown>, boolean]> = [
+      [{ defaultSlots: 0 }, true],
+      [{ defaultSlots: 10_000 }, true],
+      [{ defaultSlots: 10_001 }, false],
+      [{ defaultSlots: 1.5 }, false],
+      [{ slots: { default: -1 } }, false],
+      [{ slots: { default: 10_000 } }, true],
+      [{ leaseMs: 1 }, true],
+      [{ leaseMs: 0 }, false],
+      [{ heartbeatMs: MAX_TIMER_MS }, true],
+      [{ heartbeatMs: MAX_TIMER_MS + 1 }, false],
+      [{ pollIntervalMs: Number.NaN }, false],
+      [{ pollIntervalMs: 1 }, true],
+      [{ rescueIntervalMs: false, purgeIntervalMs: false }, true],
+      [{ rescueIntervalMs: 0 }, false],
+      [{ purgeIntervalMs: MAX_TIMER_MS + 1 }, false],
+      [{ abortGraceMs: 0 }, true],
+      [{ abortGraceMs: -1 }, false],
+      [{ tempCheckMs: 0 }, false],
+      [{ id: '' }, false],
+      [{ id: 'w'.repeat(200) }, true],
+    ];
+    for (const [options, ok] of cases) {
+      const code = codeOf(() => h.sluice.worker(options));
+      expect({ options, code }).toEqual({ options, code: ok ? undefined : 'invalid-argument' });
+    }
+    const worker = h.worker();
+    await expect(worker.stop({ graceMs: MAX_TIMER_MS + 1 })).rejects.toMatchObject({
+      code: 'invalid-argument',
+    });
+  });
+
+  it("an engine's retention, poison threshold and retry budget", async () => {
+    h = await harness();
+    const engine = (options: Record<string, unknown>) => () =>
+      new (h.sluice.constructor as new (o: unknown) => unknown)({ store: h.store, ...options });
+    expect(codeOf(engine({ retention: { terminalMs: 10, tombstoneMs: 10 } }))).toBeUndefined();
+    expect(codeOf(engine({ retention: { terminalMs: 10, tombstoneMs: 9 } }))).toBe('invalid-argument');
+    expect(codeOf(engine({ retention: { terminalMs: -1 } }))).toBe('invalid-argument');
+    expect(codeOf(engine({ maxLeaseExpiries: 1 }))).toBeUndefined();
+    expect(codeOf(engine({ maxLeaseExpiries: 0 }))).toBe('invalid-argument');
+    expect(codeOf(engine({ maxLeaseExpiries: 2.5 }))).toBe('invalid-argument');
+    expect(codeOf(engine({ retryBudget: { windowMs: 1000, bucketMs: 1000 } }))).toBeUndefined();
+    expect(codeOf(engine({ retryBudget: { windowMs: 1000, bucketMs: 1001 } }))).toBe('invalid-argument');
+    expect(codeOf(engine({ retryBudget: { ratio: -0.1 } }))).toBe('invalid-argument');
+    expect(codeOf(engine({ retryBudget: false }))).toBeUndefined();
+  });
+
+  it("the service's shutdown grace is checked before it opens anything", async () => {
+    for (const shutdownGraceMs of [-1, Number.NaN, MAX_TIMER_MS + 1]) {
+      await expect(
+        startService({ db: '/nonexistent/never-opened.db', shutdownGraceMs }),
+      ).rejects.toMatchObject({ code: 'invalid-argument' });
+    }
+  });
+});
