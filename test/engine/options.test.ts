@@ -7,6 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { MAX_TIMER_MS } from '../../src/core/bounds.js';
+import { postgresStore, sqliteStore } from '../../src/index.js';
 import { startService } from '../../src/service/index.js';
 import { type Harness, harness } from '../helpers/engine.js';
 
@@ -101,5 +102,24 @@ describe('options out of range', () => {
         startService({ db: '/nonexistent/never-opened.db', shutdownGraceMs }),
       ).rejects.toMatchObject({ code: 'invalid-argument' });
     }
+  });
+
+  it("the stores' options, checked before a file or a connection is opened", () => {
+    const path = '/nonexistent/never-opened.db';
+    expect(codeOf(() => sqliteStore({ path, synchronous: 'OFF' as 'FULL' }))).toBe('invalid-argument');
+    expect(codeOf(() => sqliteStore({ path, busyTimeoutMs: -1 }))).toBe('invalid-argument');
+    expect(codeOf(() => sqliteStore({ path, busyTimeoutMs: 2.5 }))).toBe('invalid-argument');
+    const url = 'postgres://nobody@127.0.0.1:1/none';
+    for (const options of [
+      { poolSize: 0 },
+      { poolSize: 1001 },
+      { connectTimeoutMs: MAX_TIMER_MS + 1 },
+      { statementTimeoutMs: -1 },
+    ])
+      expect(codeOf(() => postgresStore({ connectionString: url, ...options }))).toBe('invalid-argument');
+    // At the edges, the factories build their stores without connecting.
+    expect(
+      codeOf(() => postgresStore({ connectionString: url, poolSize: 1000, statementTimeoutMs: 0 })),
+    ).toBeUndefined();
   });
 });

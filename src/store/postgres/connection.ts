@@ -19,6 +19,7 @@
  */
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
+import { bounded, MAX_TIMER_MS } from '../../core/bounds.js';
 import type { Clock } from '../../core/clock.js';
 import { InvalidArgument, isStoreError } from '../../core/errors/index.js';
 import { pgDriver } from './driver.js';
@@ -112,6 +113,21 @@ const guarded = new WeakSet<pg.ClientBase>();
 export function openPostgres(options: PostgresOptions): PgContext {
   const schema = options.schema ?? 'sluice';
   const quoted = validateSchema(schema);
+  const poolSize = bounded('poolSize', options.poolSize, 10, { min: 1, max: 1000, integer: true });
+  // pg waits for a connection with a timer; the server keeps statement_timeout as an int of ms.
+  const connectTimeoutMs = bounded('connectTimeoutMs', options.connectTimeoutMs, 10_000, {
+    min: 1,
+    max: MAX_TIMER_MS,
+    integer: true,
+  });
+  const statementTimeoutMs =
+    options.statementTimeoutMs === undefined
+      ? undefined
+      : bounded('statementTimeoutMs', options.statementTimeoutMs, 0, {
+          min: 0,
+          max: MAX_TIMER_MS,
+          integer: true,
+        });
   let pool = options.pool;
   const ownsPool = pool === undefined;
   if (!pool) {
@@ -119,11 +135,11 @@ export function openPostgres(options: PostgresOptions): PgContext {
       throw new InvalidArgument('postgresStore needs a connectionString or a pool');
     pool = new (pgDriver().Pool)({
       connectionString: options.connectionString,
-      max: options.poolSize ?? 10,
-      connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,
+      max: poolSize,
+      connectionTimeoutMillis: connectTimeoutMs,
       keepAlive: true,
       application_name: 'sluice',
-      ...(options.statementTimeoutMs !== undefined ? { statement_timeout: options.statementTimeoutMs } : {}),
+      ...(statementTimeoutMs !== undefined ? { statement_timeout: statementTimeoutMs } : {}),
     });
     // An idle connection the server closed (restart, admin kill) is dropped by the pool; the
     // next checkout opens a new one. Without a listener the event would crash the process.

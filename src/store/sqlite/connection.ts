@@ -9,6 +9,7 @@
  * failing at once.
  */
 import type Database from 'better-sqlite3';
+import { bounded, MAX_TIMER_MS } from '../../core/bounds.js';
 import type { Clock } from '../../core/clock.js';
 import {
   InvalidArgument,
@@ -138,12 +139,21 @@ export function borrowSqlite(db: Database.Database, clock: Clock): SqliteContext
 }
 
 export function openSqlite(options: SqliteOptions, clock: Clock): SqliteContext {
+  // Checked before the file is opened; both end up in a PRAGMA.
+  const synchronous = options.synchronous ?? 'FULL';
+  if (synchronous !== 'FULL' && synchronous !== 'NORMAL')
+    throw new InvalidArgument(`synchronous must be FULL or NORMAL, not ${String(synchronous)}`);
+  const busyTimeoutMs = bounded('busyTimeoutMs', options.busyTimeoutMs, 5000, {
+    min: 0,
+    max: MAX_TIMER_MS,
+    integer: true,
+  });
   let db: Database.Database;
   try {
     db = new (sqliteDriver())(options.path);
     db.pragma('journal_mode = WAL');
-    db.pragma(`synchronous = ${options.synchronous ?? 'FULL'}`);
-    db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
+    db.pragma(`synchronous = ${synchronous}`);
+    db.pragma(`busy_timeout = ${busyTimeoutMs}`);
     db.pragma('temp_store = MEMORY');
     // Sluice's own transactions are short; a larger cache keeps the hot indexes in memory.
     db.pragma('cache_size = -16000');
