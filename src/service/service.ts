@@ -41,11 +41,17 @@ export interface Service {
 
 export async function startService(input: SluiceConfig, options: ServiceOptions = {}): Promise<Service> {
   const config = withEnvironment(input);
-  // Checked before anything opens: a grace the shutdown's timer cannot wait would end at once.
+  // Checked before anything opens (a grace the shutdown's timer cannot wait would end at once).
   const shutdownGraceMs = bounded('shutdownGraceMs', config.shutdownGraceMs, 10_000, {
     min: 0,
     max: MAX_TIMER_MS,
   });
+  const port = bounded('http.port', options.port ?? config.http?.port, 8080, {
+    min: 0,
+    max: 65_535,
+    integer: true,
+  });
+  bounded('http.bodyLimitBytes', config.http?.bodyLimitBytes, 1, { min: 1, integer: true });
   const role = options.role ?? 'all';
   const log =
     options.logger ??
@@ -88,7 +94,7 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
       workers: () => (worker ? [worker] : []),
     });
     url = await server.listen({
-      port: options.port ?? config.http?.port ?? 8080,
+      port,
       host: options.host ?? config.http?.host ?? '127.0.0.1',
     });
   }

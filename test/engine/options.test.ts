@@ -96,12 +96,15 @@ describe('options out of range', () => {
     expect(codeOf(engine({ retryBudget: false }))).toBeUndefined();
   });
 
-  it("the service's shutdown grace is checked before it opens anything", async () => {
-    for (const shutdownGraceMs of [-1, Number.NaN, MAX_TIMER_MS + 1]) {
-      await expect(
-        startService({ db: '/nonexistent/never-opened.db', shutdownGraceMs }),
-      ).rejects.toMatchObject({ code: 'invalid-argument' });
-    }
+  it("the service's shutdown grace, port and body limit are checked before it opens anything", async () => {
+    const db = '/nonexistent/never-opened.db';
+    const configs = [
+      ...[-1, Number.NaN, MAX_TIMER_MS + 1].map((shutdownGraceMs) => ({ db, shutdownGraceMs })),
+      ...[-1, 65_536, 80.5].map((port) => ({ db, http: { port } })),
+      { db, http: { bodyLimitBytes: 0 } },
+    ];
+    for (const config of configs)
+      await expect(startService(config)).rejects.toMatchObject({ code: 'invalid-argument' });
   });
 
   it("the stores' options, checked before a file or a connection is opened", () => {
