@@ -91,7 +91,7 @@ export interface WorkerOptions {
 export const MAX_SLOTS = 10_000;
 
 /** Every option in its range (README, "Limits and defaults"), before anything is started. */
-function checkOptions(o: WorkerOptions): void {
+export function checkWorkerOptions(o: WorkerOptions): void {
   const period = (name: string, value: number | undefined, min = 1) =>
     bounded(name, value, 0, { min, max: MAX_TIMER_MS });
   const slots = (name: string, value: number | undefined) =>
@@ -172,7 +172,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     private readonly options: WorkerOptions = {},
   ) {
     super();
-    checkOptions(options);
+    checkWorkerOptions(options);
     this.id = options.id ?? `${hostname()}/${process.pid}/${randomBytes(3).toString('hex')}`;
     this.log = env.log.child({ worker: this.id });
     this.leaseMs = options.leaseMs ?? 30_000;

@@ -15,7 +15,7 @@ import pino, { type Logger } from 'pino';
 import { openStore } from '../cli/open-store.js';
 import { type SluiceConfig, withEnvironment } from '../config/config.js';
 import { bounded, MAX_TIMER_MS } from '../core/bounds.js';
-import type { Worker } from '../runtime/worker.js';
+import { checkWorkerOptions, type Worker } from '../runtime/worker.js';
 import { Sluice } from '../sluice.js';
 
 export type Role = 'api' | 'worker' | 'all';
@@ -53,6 +53,7 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
   });
   bounded('http.bodyLimitBytes', config.http?.bodyLimitBytes, 1, { min: 1, integer: true });
   const role = options.role ?? 'all';
+  if (role !== 'api') checkWorkerOptions(config.worker ?? {});
   const log =
     options.logger ??
     pino({ name: 'sluice', level: process.env.SLUICE_LOG_LEVEL ?? 'info' }, pino.destination(2));

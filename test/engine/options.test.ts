@@ -96,12 +96,13 @@ describe('options out of range', () => {
     expect(codeOf(engine({ retryBudget: false }))).toBeUndefined();
   });
 
-  it("the service's shutdown grace, port and body limit are checked before it opens anything", async () => {
+  it("the service's shutdown grace, port, body limit and worker options are checked before it opens anything", async () => {
     const db = '/nonexistent/never-opened.db';
     const configs = [
       ...[-1, Number.NaN, MAX_TIMER_MS + 1].map((shutdownGraceMs) => ({ db, shutdownGraceMs })),
       ...[-1, 65_536, 80.5].map((port) => ({ db, http: { port } })),
       { db, http: { bodyLimitBytes: 0 } },
+      { db, worker: { pollIntervalMs: 0 } },
     ];
     for (const config of configs)
       await expect(startService(config)).rejects.toMatchObject({ code: 'invalid-argument' });
