@@ -11,7 +11,7 @@ import { type ProviderBudgets, validateBudgets } from './admission/budgets.js';
 import { Admission, type AdmissionConfig } from './admission/limits.js';
 import { RetryAfterEstimator } from './admission/retry-after.js';
 import { DEFAULT_RETRY_BUDGET, type RetryBudgetConfig } from './admission/retry-budget.js';
-import { bounded } from './core/bounds.js';
+import { bounded, MAX_REQUEST_MS } from './core/bounds.js';
 import { assertPlainJson, canonicalJson, digestOfCanonical } from './core/digest.js';
 import {
   CancelRequested,
@@ -248,11 +248,11 @@ export class Sluice {
     await validateInput(kind, request.input);
     let deadlineMs = kind.limits.deadlineMs;
     if (request.deadlineMs !== undefined) {
-      if (!(request.deadlineMs > 0)) throw new InvalidArgument('deadlineMs must be positive');
-      deadlineMs = deadlineMs === null ? request.deadlineMs : Math.min(deadlineMs, request.deadlineMs);
+      // As the HTTP API bounds them (1 ms to 365 days): a time the stores can keep.
+      const asked = bounded('deadlineMs', request.deadlineMs, 0, { min: 1, max: MAX_REQUEST_MS });
+      deadlineMs = deadlineMs === null ? asked : Math.min(deadlineMs, asked);
     }
-    if (request.delayMs !== undefined && !(request.delayMs >= 0))
-      throw new InvalidArgument('delayMs must be ≥ 0');
+    bounded('delayMs', request.delayMs, 0, { min: 0, max: MAX_REQUEST_MS });
     const tenantLimits = this.admission.tenantLimits(kind.class, tenant);
     const params: SubmitParams = {
       tenant,

@@ -12,6 +12,15 @@ import { InvalidArgument } from './errors/index.js';
  */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
 
+/**
+ * The longest duration a kind's limits may name (100 years): added to a time, it stays a safe
+ * integer in JavaScript and fits the stores' 64-bit columns of milliseconds.
+ */
+export const MAX_DURATION_MS = 100 * 365 * 86_400_000;
+
+/** The longest delay or deadline one submit may ask for (365 days), as the HTTP API bounds them. */
+export const MAX_REQUEST_MS = 365 * 86_400_000;
+
 export interface Range {
   min: number;
   max?: number;

@@ -5,7 +5,7 @@
  * which are documented in docs/admission.md and the README.
  */
 import type { StandardSchemaV1 } from '@standard-schema/spec';
-import { bounded, MAX_TIMER_MS } from '../core/bounds.js';
+import { bounded, MAX_DURATION_MS, MAX_TIMER_MS } from '../core/bounds.js';
 import { InputInvalid, type InputIssue, InvalidArgument } from '../core/errors/index.js';
 import { type BackoffOptions, DEFAULT_BACKOFF } from '../retry/backoff.js';
 import type { OperationContext } from './context.js';
@@ -33,6 +33,11 @@ export type ResolvedLimits = Required<Omit<KindLimits, 'backoff' | 'deadlineMs'>
   backoff: BackoffOptions;
   deadlineMs: number | null;
 };
+
+/** Attempts a kind may allow (the stores keep counts as 32-bit integers; far beyond any real use). */
+const MAX_ATTEMPTS = 1000;
+/** Provider requests a kind may allow one operation. */
+const MAX_PROVIDER_CALLS = 1_000_000;
 
 export const DEFAULT_LIMITS: ResolvedLimits = {
   maxInputBytes: 65_536,
@@ -69,9 +74,9 @@ export interface Kind {
 
 const NAME = /^[a-z][a-z0-9_.-]{0,63}$/;
 
-/** A limit of at least `min` (1 unless said), as large as any JSON number; or the default. */
-const positive = (name: string, value: number | undefined, fallback: number, min = 1): number =>
-  bounded(name, value, fallback, { min });
+/** A limit of at least `min` (1 unless said) and at most `max`; or the default. */
+const positive = (name: string, value: number | undefined, fallback: number, min = 1, max?: number): number =>
+  bounded(name, value, fallback, max === undefined ? { min } : { min, max });
 
 export function resolveKind(name: string, def: KindDefinition): Kind {
   if (!NAME.test(name)) throw new InvalidArgument(`kind name ${JSON.stringify(name)} must match ${NAME}`);
@@ -93,16 +98,30 @@ export function resolveKind(name: string, def: KindDefinition): Kind {
     deadlineMs:
       l.deadlineMs === null
         ? null
-        : positive('deadlineMs', l.deadlineMs, DEFAULT_LIMITS.deadlineMs as number),
-    maxAttempts: Math.floor(positive('maxAttempts', l.maxAttempts, DEFAULT_LIMITS.maxAttempts)),
+        : positive('deadlineMs', l.deadlineMs, DEFAULT_LIMITS.deadlineMs as number, 1, MAX_DURATION_MS),
+    maxAttempts: Math.floor(
+      positive('maxAttempts', l.maxAttempts, DEFAULT_LIMITS.maxAttempts, 1, MAX_ATTEMPTS),
+    ),
     backoff: {
-      baseMs: positive('backoff.baseMs', l.backoff?.baseMs, DEFAULT_BACKOFF.baseMs, 0),
-      capMs: positive('backoff.capMs', l.backoff?.capMs, DEFAULT_BACKOFF.capMs, 0),
+      baseMs: positive('backoff.baseMs', l.backoff?.baseMs, DEFAULT_BACKOFF.baseMs, 0, MAX_DURATION_MS),
+      capMs: positive('backoff.capMs', l.backoff?.capMs, DEFAULT_BACKOFF.capMs, 0, MAX_DURATION_MS),
     },
-    effectRetentionMs: positive('effectRetentionMs', l.effectRetentionMs, DEFAULT_LIMITS.effectRetentionMs),
+    effectRetentionMs: positive(
+      'effectRetentionMs',
+      l.effectRetentionMs,
+      DEFAULT_LIMITS.effectRetentionMs,
+      1,
+      MAX_DURATION_MS,
+    ),
     maxTempBytes: positive('maxTempBytes', l.maxTempBytes, DEFAULT_LIMITS.maxTempBytes, 0),
     maxProviderCalls: Math.floor(
-      positive('maxProviderCalls', l.maxProviderCalls, DEFAULT_LIMITS.maxProviderCalls),
+      positive(
+        'maxProviderCalls',
+        l.maxProviderCalls,
+        DEFAULT_LIMITS.maxProviderCalls,
+        1,
+        MAX_PROVIDER_CALLS,
+      ),
     ),
   };
   return { name, class: cls, limits, schema: def.input, run: def.run as Kind['run'] };

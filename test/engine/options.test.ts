@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { MAX_TIMER_MS } from '../../src/core/bounds.js';
+import { MAX_DURATION_MS, MAX_REQUEST_MS, MAX_TIMER_MS } from '../../src/core/bounds.js';
 import { postgresStore, sqliteStore } from '../../src/index.js';
 import { startService } from '../../src/service/index.js';
 import { type Harness, harness } from '../helpers/engine.js';
@@ -43,6 +43,52 @@ describe('options out of range', () => {
     await h.sluice.submit({ tenant: 'North', id: 'L1', kind: 'longest', input: {} });
     const done = await h.sluice.wait({ tenant: 'North', id: 'L1' });
     expect([done.state, done.result]).toEqual(['succeeded', 'done']);
+  });
+
+  it("a kind's other limits: what the stores can keep, at the edge and one step past it", async () => {
+    h = await harness();
+    let n = 0;
+    const define = (limits: Record<string, unknown>) => () =>
+      h.sluice.define(`k${n++}`, { input: z.object({}), limits, run: () => null });
+    const cases: Array<[Record<string, unknown>, boolean]> = [
+      [{ deadlineMs: MAX_DURATION_MS }, true],
+      [{ deadlineMs: MAX_DURATION_MS + 1 }, false],
+      [{ deadlineMs: null }, true],
+      [{ maxAttempts: 1000 }, true],
+      [{ maxAttempts: 1001 }, false],
+      [{ backoff: { baseMs: 0, capMs: MAX_DURATION_MS } }, true],
+      [{ backoff: { capMs: MAX_DURATION_MS + 1 } }, false],
+      [{ effectRetentionMs: MAX_DURATION_MS + 1 }, false],
+      [{ maxProviderCalls: 1_000_000 }, true],
+      [{ maxProviderCalls: 1_000_001 }, false],
+    ];
+    for (const [limits, ok] of cases)
+      expect({ limits, code: codeOf(define(limits)) }).toEqual({
+        limits,
+        code: ok ? undefined : 'invalid-argument',
+      });
+  });
+
+  it("a submit's delay and deadline, bounded as the HTTP API bounds them; a refused one stores nothing", async () => {
+    h = await harness();
+    h.sluice.define('noop', { input: z.object({}), limits: { deadlineMs: null }, run: () => null });
+    const submit = (id: string, options: { delayMs?: number; deadlineMs?: number }) =>
+      h.sluice.submit({ tenant: 'North', id, kind: 'noop', input: {}, ...options });
+    for (const [i, options] of [
+      { delayMs: MAX_REQUEST_MS + 1 },
+      { delayMs: -1 },
+      { delayMs: Number.POSITIVE_INFINITY },
+      { deadlineMs: 0 },
+      { deadlineMs: MAX_REQUEST_MS + 1 },
+    ].entries()) {
+      await expect(submit(`bad${i}`, options)).rejects.toMatchObject({ code: 'invalid-argument' });
+      expect(await h.sluice.get({ tenant: 'North', id: `bad${i}` })).toBeUndefined();
+    }
+    const edge = await submit('edge', { delayMs: MAX_REQUEST_MS, deadlineMs: MAX_REQUEST_MS });
+    expect(Date.parse(edge.operation.runAfter) - Date.parse(edge.operation.createdAt)).toBe(MAX_REQUEST_MS);
+    expect(Date.parse(edge.operation.deadlineAt ?? '') - Date.parse(edge.operation.createdAt)).toBe(
+      MAX_REQUEST_MS,
+    );
   });
 
   it("a worker's slots and periods, each at its edge and one step past it", async () => {
