@@ -3,8 +3,9 @@
  * Wakes a class's claim loop when an operation this worker put back in the queue for later (a
  * retry after its back-off, a deferral by a budget) comes due within a minute, instead of at the
  * loop's next poll: with the default poll (500 ms), a retry backed off 100 ms otherwise started
- * some 250 ms late on average, and the back-off a kind declares was not the one it got. Only this worker's own: the
- * workers of other processes wake for theirs, and whichever worker is idle then claims it.
+ * some 250 ms late on average, and the back-off a kind declares was not the one it got. Only this
+ * worker's own: the workers of other processes wake for theirs, and whichever worker is idle then
+ * claims it.
  *
  * The due instant is counted from when the end was reported, after its commit stamped the
  * operation's `run_after`, so the wake comes at or just after it on one clock. With the store on

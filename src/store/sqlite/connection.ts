@@ -170,7 +170,7 @@ export function openSqlite(options: SqliteOptions, clock: Clock): SqliteContext 
     write<T>(fn: (now: number) => T): T {
       // A write inside another (a worker's ends and its next claim) joins it: an error leaves
       // through the outer one, which rolls everything back, so a savepoint of its own would buy
-      // nothing, and SQLite keeps a copy of every page a savepoint changes (~20 µs an item).
+      // nothing, and SQLite keeps a copy of every page a savepoint changes.
       if (db.inTransaction) return fn(clock.now());
       try {
         return transaction.immediate(fn) as T;
