@@ -47,10 +47,13 @@ export const DEFAULT_TENANT_LIMITS: ResolvedTenantLimits = {
 };
 export const DEFAULT_MAX_QUEUED = 100_000;
 
+/** The largest cap: the stores keep caps and counts as 32-bit integers. */
+const MAX_CAP = 2 ** 31 - 1;
+
 function checkCap(where: string, value: number | null | undefined): void {
   if (value === undefined || value === null) return;
-  if (!Number.isInteger(value) || value < 0)
-    throw new InvalidArgument(`${where} must be an integer ≥ 0 or null`);
+  if (!Number.isInteger(value) || value < 0 || value > MAX_CAP)
+    throw new InvalidArgument(`${where} must be an integer from 0 to 2,147,483,647, or null`);
 }
 
 function checkLimits(where: string, l: TenantLimits | undefined): void {
@@ -62,17 +65,22 @@ function checkLimits(where: string, l: TenantLimits | undefined): void {
   }
 }
 
+/** Every class's and tenant's limits in range, or `InvalidArgument` naming the first that is not. */
+export function validateAdmission(config: AdmissionConfig): void {
+  for (const [cls, c] of Object.entries(config.classes ?? {})) {
+    checkCap(`classes.${cls}.maxQueued`, c.maxQueued);
+    checkLimits(`classes.${cls}.tenant`, c.tenant);
+  }
+  for (const [tenant, t] of Object.entries(config.tenants ?? {})) {
+    for (const [cls, l] of Object.entries(t)) checkLimits(`tenants.${tenant}.${cls}`, l);
+  }
+}
+
 export class Admission {
   private readonly cache = new Map<string, ResolvedTenantLimits>();
 
   constructor(private readonly config: AdmissionConfig = {}) {
-    for (const [cls, c] of Object.entries(config.classes ?? {})) {
-      checkCap(`classes.${cls}.maxQueued`, c.maxQueued);
-      checkLimits(`classes.${cls}.tenant`, c.tenant);
-    }
-    for (const [tenant, t] of Object.entries(config.tenants ?? {})) {
-      for (const [cls, l] of Object.entries(t)) checkLimits(`tenants.${tenant}.${cls}`, l);
-    }
+    validateAdmission(config);
   }
 
   /** The limits of `tenant` in `cls`. */

@@ -12,6 +12,8 @@
  */
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
+import { validateBudgets } from '../admission/budgets.js';
+import { validateAdmission } from '../admission/limits.js';
 import { openStore } from '../cli/open-store.js';
 import { type SluiceConfig, withEnvironment } from '../config/config.js';
 import { bounded, MAX_TIMER_MS } from '../core/bounds.js';
@@ -54,6 +56,9 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
   bounded('http.bodyLimitBytes', config.http?.bodyLimitBytes, 1, { min: 1, integer: true });
   const role = options.role ?? 'all';
   if (role !== 'api') checkWorkerOptions(config.worker ?? {});
+  // The engine checks these too, once the store is open: a mistake is better found before.
+  validateAdmission({ classes: config.classes, tenants: config.tenants });
+  validateBudgets(config.providers ?? {});
   const log =
     options.logger ??
     pino({ name: 'sluice', level: process.env.SLUICE_LOG_LEVEL ?? 'info' }, pino.destination(2));

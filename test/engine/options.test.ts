@@ -140,6 +140,8 @@ describe('options out of range', () => {
     expect(codeOf(engine({ retryBudget: { windowMs: 1000, bucketMs: 1001 } }))).toBe('invalid-argument');
     expect(codeOf(engine({ retryBudget: { ratio: -0.1 } }))).toBe('invalid-argument');
     expect(codeOf(engine({ retryBudget: false }))).toBeUndefined();
+    expect(codeOf(engine({ classes: { default: { maxQueued: 2 ** 31 - 1 } } }))).toBeUndefined();
+    expect(codeOf(engine({ classes: { default: { maxQueued: 2 ** 31 } } }))).toBe('invalid-argument');
   });
 
   it("the service's shutdown grace, port, body limit and worker options are checked before it opens anything", async () => {
@@ -149,6 +151,9 @@ describe('options out of range', () => {
       ...[-1, 65_536, 80.5].map((port) => ({ db, http: { port } })),
       { db, http: { bodyLimitBytes: 0 } },
       { db, worker: { pollIntervalMs: 0 } },
+      { db, classes: { default: { maxQueued: -1 } } },
+      { db, classes: { default: { tenant: { maxRunning: 2 ** 31 } } } },
+      { db, providers: { pay: { rate: { limit: -1, windowMs: 1000 } } } },
     ];
     for (const config of configs)
       await expect(startService(config)).rejects.toMatchObject({ code: 'invalid-argument' });
