@@ -17,6 +17,7 @@
  * // in a handler: ctx.effect('charge', { provider: 'payments', cost: input.amount_cents, call })
  * ```
  */
+import { bounded, MAX_DURATION_MS } from '../core/bounds.js';
 import { InvalidArgument } from '../core/errors/index.js';
 import type { BudgetCharge } from '../store/types.js';
 
@@ -48,10 +49,14 @@ const NONE: EffectCharges = { spend: [], rates: [], onExhausted: 'wait' };
 
 function checkWindow(where: string, w: BudgetWindow | undefined): void {
   if (!w) return;
-  if (!Number.isInteger(w.limit) || w.limit < 0)
-    throw new InvalidArgument(`${where}.limit must be an integer ≥ 0`);
-  if (!Number.isInteger(w.windowMs) || w.windowMs < 1)
-    throw new InvalidArgument(`${where}.windowMs must be ≥ 1`);
+  // Both are kept in 64-bit columns and counted in JavaScript numbers: safe integers only.
+  // Both are required: a missing one is refused as NaN would be.
+  bounded(`${where}.limit`, w.limit ?? Number.NaN, 0, {
+    min: 0,
+    max: Number.MAX_SAFE_INTEGER,
+    integer: true,
+  });
+  bounded(`${where}.windowMs`, w.windowMs ?? Number.NaN, 0, { min: 1, max: MAX_DURATION_MS, integer: true });
 }
 
 export function validateBudgets(budgets: ProviderBudgets): void {

@@ -142,6 +142,12 @@ describe('options out of range', () => {
     expect(codeOf(engine({ retryBudget: false }))).toBeUndefined();
     expect(codeOf(engine({ classes: { default: { maxQueued: 2 ** 31 - 1 } } }))).toBeUndefined();
     expect(codeOf(engine({ classes: { default: { maxQueued: 2 ** 31 } } }))).toBe('invalid-argument');
+    const budget = (limit: number, windowMs: number) => ({
+      providers: { pay: { global: { limit, windowMs } } },
+    });
+    expect(codeOf(engine(budget(Number.MAX_SAFE_INTEGER, MAX_DURATION_MS)))).toBeUndefined();
+    expect(codeOf(engine(budget(Number.MAX_SAFE_INTEGER + 1, 1000)))).toBe('invalid-argument');
+    expect(codeOf(engine(budget(10, MAX_DURATION_MS + 1)))).toBe('invalid-argument');
   });
 
   it("the service's shutdown grace, port, body limit and worker options are checked before it opens anything", async () => {
@@ -154,6 +160,9 @@ describe('options out of range', () => {
       { db, classes: { default: { maxQueued: -1 } } },
       { db, classes: { default: { tenant: { maxRunning: 2 ** 31 } } } },
       { db, providers: { pay: { rate: { limit: -1, windowMs: 1000 } } } },
+      { db, providers: { pay: { global: { limit: 2 ** 53, windowMs: 1000 } } } },
+      { db, providers: { pay: { perTenant: { limit: 10, windowMs: 101 * 365 * 86_400_000 } } } },
+      { db, providers: { pay: { perTenant: { windowMs: 1000 } as { limit: number; windowMs: number } } } },
     ];
     for (const config of configs)
       await expect(startService(config)).rejects.toMatchObject({ code: 'invalid-argument' });
