@@ -11,7 +11,7 @@ import { type ProviderBudgets, validateBudgets } from './admission/budgets.js';
 import { Admission, type AdmissionConfig } from './admission/limits.js';
 import { RetryAfterEstimator } from './admission/retry-after.js';
 import { DEFAULT_RETRY_BUDGET, type RetryBudgetConfig } from './admission/retry-budget.js';
-import { bounded, MAX_REQUEST_MS } from './core/bounds.js';
+import { bounded, MAX_REQUEST_MS, MAX_TIMER_MS } from './core/bounds.js';
 import { assertPlainJson, canonicalJson, digestOfCanonical } from './core/digest.js';
 import {
   CancelRequested,
@@ -403,7 +403,9 @@ export class Sluice {
     ref: { tenant: string; id: string },
     options: { timeoutMs?: number; pollMs?: number; until?: (op: Operation) => boolean } = {},
   ): Promise<Operation> {
-    const timeoutMs = options.timeoutMs ?? 30_000;
+    // A NaN here would poll the store every millisecond, for ever.
+    const timeoutMs = bounded('timeoutMs', options.timeoutMs, 30_000, { min: 0 });
+    const pollMs = bounded('pollMs', options.pollMs, 100, { min: 1, max: MAX_TIMER_MS });
     const until = options.until ?? ((op: Operation) => isTerminal(op.state));
     const deadline = performance.now() + timeoutMs;
     for (;;) {
@@ -419,7 +421,7 @@ export class Sluice {
           this.changes.off(event, done);
           resolve();
         };
-        const timer = setTimeout(done, Math.min(left, options.pollMs ?? 100));
+        const timer = setTimeout(done, Math.min(left, pollMs));
         this.changes.on(event, done);
       });
     }

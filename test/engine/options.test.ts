@@ -91,6 +91,24 @@ describe('options out of range', () => {
     );
   });
 
+  it("a wait's timeout and poll period", async () => {
+    h = await harness();
+    h.sluice.define('noop', { input: z.object({}), run: () => null });
+    await h.sluice.submit({ tenant: 'North', id: 'W1', kind: 'noop', input: {} });
+    const ref = { tenant: 'North', id: 'W1' };
+    for (const options of [
+      { timeoutMs: Number.NaN },
+      { timeoutMs: -1 },
+      { pollMs: 0 },
+      { pollMs: MAX_TIMER_MS + 1 },
+    ])
+      await expect(h.sluice.wait(ref, options)).rejects.toMatchObject({ code: 'invalid-argument' });
+    // At the edges: no time at all, and the longest poll a timer holds, with nobody working.
+    await expect(h.sluice.wait(ref, { timeoutMs: 0, pollMs: MAX_TIMER_MS })).rejects.toMatchObject({
+      code: 'wait-timeout',
+    });
+  });
+
   it("a worker's slots and periods, each at its edge and one step past it", async () => {
     h = await harness();
     h.sluice.define('noop', { input: z.object({}), run: () => null });
