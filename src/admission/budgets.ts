@@ -47,15 +47,14 @@ export interface EffectCharges {
 
 const NONE: EffectCharges = { spend: [], rates: [], onExhausted: 'wait' };
 
+/** A budget's limit: kept in a 64-bit column and summed in JavaScript numbers, a safe integer. */
+const checkLimit = (where: string, limit: number) =>
+  bounded(where, limit, 0, { min: 0, max: Number.MAX_SAFE_INTEGER, integer: true });
+
 function checkWindow(where: string, w: BudgetWindow | undefined): void {
   if (!w) return;
-  // Both are kept in 64-bit columns and counted in JavaScript numbers: safe integers only.
   // Both are required: a missing one is refused as NaN would be.
-  bounded(`${where}.limit`, w.limit ?? Number.NaN, 0, {
-    min: 0,
-    max: Number.MAX_SAFE_INTEGER,
-    integer: true,
-  });
+  checkLimit(`${where}.limit`, w.limit ?? Number.NaN);
   bounded(`${where}.windowMs`, w.windowMs ?? Number.NaN, 0, { min: 1, max: MAX_DURATION_MS, integer: true });
 }
 
@@ -64,11 +63,8 @@ export function validateBudgets(budgets: ProviderBudgets): void {
     checkWindow(`providers.${name}.perTenant`, b.perTenant);
     checkWindow(`providers.${name}.global`, b.global);
     checkWindow(`providers.${name}.rate`, b.rate);
-    for (const [tenant, limit] of Object.entries(b.perTenant?.tenants ?? {})) {
-      if (!Number.isInteger(limit) || limit < 0) {
-        throw new InvalidArgument(`providers.${name}.perTenant.tenants.${tenant} must be an integer ≥ 0`);
-      }
-    }
+    for (const [tenant, limit] of Object.entries(b.perTenant?.tenants ?? {}))
+      checkLimit(`providers.${name}.perTenant.tenants.${tenant}`, limit);
   }
 }
 

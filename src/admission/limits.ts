@@ -7,6 +7,7 @@
  * Resolution for (class, tenant), most specific first:
  *   tenants[tenant][class] → tenants[tenant]['*'] → classes[class].tenant → DEFAULT_TENANT_LIMITS
  */
+import { bounded } from '../core/bounds.js';
 import { InvalidArgument } from '../core/errors/index.js';
 
 export interface TenantLimits {
@@ -51,9 +52,7 @@ export const DEFAULT_MAX_QUEUED = 100_000;
 const MAX_CAP = 2 ** 31 - 1;
 
 function checkCap(where: string, value: number | null | undefined): void {
-  if (value === undefined || value === null) return;
-  if (!Number.isInteger(value) || value < 0 || value > MAX_CAP)
-    throw new InvalidArgument(`${where} must be an integer from 0 to 2,147,483,647, or null`);
+  if (value !== null) bounded(where, value, 0, { min: 0, max: MAX_CAP, integer: true });
 }
 
 function checkLimits(where: string, l: TenantLimits | undefined): void {

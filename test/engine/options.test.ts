@@ -166,6 +166,12 @@ describe('options out of range', () => {
     expect(codeOf(engine(budget(Number.MAX_SAFE_INTEGER, MAX_DURATION_MS)))).toBeUndefined();
     expect(codeOf(engine(budget(Number.MAX_SAFE_INTEGER + 1, 1000)))).toBe('invalid-argument');
     expect(codeOf(engine(budget(10, MAX_DURATION_MS + 1)))).toBe('invalid-argument');
+    const override = (limit: number) => ({
+      providers: { pay: { perTenant: { limit: 10, windowMs: 1000, tenants: { North: limit } } } },
+    });
+    expect(codeOf(engine(override(Number.MAX_SAFE_INTEGER)))).toBeUndefined();
+    expect(codeOf(engine(override(Number.MAX_SAFE_INTEGER + 1)))).toBe('invalid-argument');
+    expect(codeOf(engine(override(-1)))).toBe('invalid-argument');
   });
 
   it("the service's shutdown grace, port, body limit and worker options are checked before it opens anything", async () => {
