@@ -13,7 +13,7 @@
  * - every state change between two snapshots allowed by `isAllowedMove` (core/states.ts), and a
  *   terminal state left only by the redrive / reconcile of that very operation;
  * - the digest, and the seq, of an accepted operation unchanged; no accepted operation lost;
- * - the epoch never decreasing and moving by at most one claim per step;
+ * - the epoch never decreasing, and moving only with a claim (by a random step: never reissued);
  * - exactly one live lease (the current epoch's) per running operation, none otherwise; every
  *   write with any other epoch refused and without effect (probed each step);
  * - the queue counters equal to the true counts, `maxRunning` never exceeded;

@@ -19,7 +19,7 @@ import { finishArgs, finishedOf } from './finish.js';
 import { ms } from './rows.js';
 
 const SQL = `WITH n AS MATERIALIZED (
-  SELECT ARRAY(SELECT f.ord FROM {s}.finish_many($1, $2::text[], $3::text[], $4::integer[], $5::text[],
+  SELECT ARRAY(SELECT f.ord FROM {s}.finish_many($1, $2::text[], $3::text[], $4::bigint[], $5::text[],
                                                  $6::text[], $7::text[], $8::bigint[], $9) AS f(ord)) AS finished,
          {s}.now_ms($1::bigint) AS now)
 SELECT CASE WHEN c.ordinality IS NULL OR c.ordinality = 1 THEN n.finished END AS finished, ${CLAIM_COLUMNS}

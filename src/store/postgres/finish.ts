@@ -15,7 +15,7 @@ import type { FinishParams, LeaseRef, LeaseStatus } from '../types.js';
 import type { PgContext } from './connection.js';
 import { jsonText, ms } from './rows.js';
 
-const EXTEND = `SELECT ord, cancel FROM {s}.lease_extend($1, $2::text[], $3::text[], $4::integer[], $5::bigint)`;
+const EXTEND = `SELECT ord, cancel FROM {s}.lease_extend($1, $2::text[], $3::text[], $4::bigint[], $5::bigint)`;
 
 /** Extends the leases still held; one status per lease, in order. */
 export async function extendMany(
@@ -41,7 +41,7 @@ export async function extendMany(
 
 const key = (l: LeaseRef) => JSON.stringify([l.tenant, l.id, l.epoch]);
 
-const FINISH = `SELECT ord FROM {s}.finish_many($1, $2::text[], $3::text[], $4::integer[], $5::text[],
+const FINISH = `SELECT ord FROM {s}.finish_many($1, $2::text[], $3::text[], $4::bigint[], $5::text[],
                                                $6::text[], $7::text[], $8::bigint[], $9) AS ord`;
 
 /** The finish function's arguments after `p_now`, in order (shared with finish-claim.ts). */

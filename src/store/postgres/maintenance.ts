@@ -29,7 +29,8 @@ interface Expired extends PgRow {
   class: string;
   attempt: number;
   max_attempts: number;
-  epoch: number;
+  /** A bigint: passed back as it came. */
+  epoch: string;
   lease_expiries: number;
   deadline_at: string | null;
   run_after: string;

@@ -37,6 +37,7 @@ function numbers<T>(row: PgRow, columns: readonly string[]): T {
 
 const OPERATION_BIGINTS = [
   'seq',
+  'epoch',
   'run_after',
   'deadline_at',
   'created_at',
@@ -53,11 +54,13 @@ export function toOperationRow(row: PgRow): OperationRow {
 }
 
 export function toEffectRow(row: PgRow): EffectRow {
-  return effectFromRaw(numbers<RawEffect>(row, ['cost', 'first_sent_at', 'last_sent_at', 'committed_at']));
+  return effectFromRaw(
+    numbers<RawEffect>(row, ['cost', 'first_sent_at', 'last_sent_at', 'committed_at', 'epoch']),
+  );
 }
 
 export function toAttemptRow(row: PgRow): AttemptRow {
-  return attemptFromRaw(numbers<RawAttempt>(row, ['started_at', 'ended_at', 'retry_delay_ms']));
+  return attemptFromRaw(numbers<RawAttempt>(row, ['epoch', 'started_at', 'ended_at', 'retry_delay_ms']));
 }
 
 export function toEventRow(row: PgRow): EventRow {

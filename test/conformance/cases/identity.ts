@@ -91,7 +91,7 @@ export function identityCases(t: CaseRegistry): void {
       const running = await claimOne(store);
       const [dup1] = await store.operationSubmitMany([submitParams()]);
       expect(dup1?.status).toBe('existing');
-      expect(rowOf(dup1)).toMatchObject({ state: 'running', epoch: 1 });
+      expect(rowOf(dup1)).toMatchObject({ state: 'running', epoch: running.epoch });
       expect(
         await store.attemptFinishMany([{ lease: leaseOf(running), outcome: 'succeeded', result: 42 }]),
       ).toEqual([true]);

@@ -27,8 +27,8 @@ export async function verify(m: Model, r: Real, exits: Set<string>): Promise<voi
         expect(row, `${k} changed in terminal state ${prev.state}`).toEqual(prev);
       }
       expect([row.seq, row.digest], `${k}: identity`).toEqual([prev.seq, prev.digest]);
+      // Only a claim moves it (the model's epoch, compared below, moves only in the claim command).
       expect(row.epoch - prev.epoch, `${k}: epoch ${prev.epoch} → ${row.epoch}`).toBeGreaterThanOrEqual(0);
-      expect(row.epoch - prev.epoch, `${k}: epoch ${prev.epoch} → ${row.epoch}`).toBeLessThanOrEqual(1);
     } else {
       expect([row.state, row.epoch, row.digest], `${k}: new`).toEqual(['queued', 0, op.digest]);
     }

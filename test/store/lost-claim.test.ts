@@ -1,0 +1,127 @@
+/**
+ * A claim whose commit is lost is not reissued under the same epoch. The worker that read the
+ * claim runs on; the store goes back to before it (a server crash under `synchronous_commit =
+ * off`, a failover to an asynchronous standby, a power cut under SQLite's `synchronous =
+ * NORMAL`, a file restored from a copy) and the next claim starts the operation again. Had the
+ * epoch followed from the one before, both workers would hold the same one and both would pass
+ * the fence; a random step makes every fenced write of the lost claim's worker fail instead.
+ *
+ * The loss is real on both stores: on SQLite the file is put back to a copy taken before the
+ * claim; on PostgreSQL the claim runs in a transaction that is rolled back after its rows were
+ * read, which is what a lost commit looks like to everyone but the worker that read them.
+ */
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { isSluiceError } from '../../src/core/errors/index.js';
+import { claimMany } from '../../src/store/postgres/claim.js';
+import { sqliteStore } from '../../src/store/sqlite/index.js';
+import type { Store } from '../../src/store/store.js';
+import type { ClaimParams, LeaseRef, OperationRow } from '../../src/store/types.js';
+import { leaseOf, submitParams } from '../conformance/fixtures.js';
+import { type PgTestDatabase, startPostgres } from '../helpers/postgres.js';
+
+const ref = { tenant: 'North', id: 'op-1' };
+const claimBy = (owner: string): ClaimParams => ({ class: 'default', owner, limit: 1, leaseMs: 30_000 });
+
+async function codeOf(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise;
+  } catch (error) {
+    if (isSluiceError(error)) return error.code;
+    throw error;
+  }
+  throw new Error('expected a rejection');
+}
+
+/** Every fenced write of the lost claim is refused; the new claim's go through. */
+async function expectFencedApart(store: Store, lost: LeaseRef, current: OperationRow): Promise<void> {
+  expect(current.epoch).not.toBe(lost.epoch);
+  expect(current.epoch).toBeGreaterThan(0);
+  expect(await store.leaseExtendMany({ leases: [lost, leaseOf(current)], leaseMs: 30_000 })).toEqual([
+    { ok: false, cancelRequested: false },
+    { ok: true, cancelRequested: false },
+  ]);
+  expect(await codeOf(store.effectBegin({ lease: lost, name: 'charge', key: 'k' }))).toBe('lease-lost');
+  expect(await store.effectList(ref)).toEqual([]);
+  expect(await store.attemptFinishMany([{ lease: lost, outcome: 'succeeded', result: 'lost' }])).toEqual([
+    false,
+  ]);
+  expect(
+    await store.attemptFinishMany([{ lease: leaseOf(current), outcome: 'succeeded', result: 'ok' }]),
+  ).toEqual([true]);
+  const row = await store.operationGet(ref);
+  expect([row?.state, row?.result, row?.attempt]).toEqual(['succeeded', 'ok', 1]);
+  expect((await store.attemptList(ref)).map((a) => [a.epoch, a.owner])).toEqual([[current.epoch, 'w2']]);
+}
+
+describe('a claim whose commit is lost', () => {
+  let dir: string;
+  afterEach(() => {
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('on SQLite, a file put back to before the claim starts the operation under another epoch', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'sluice-lost-claim-'));
+    const path = join(dir, 'sluice.db');
+    const copy = join(dir, 'before-the-claim.db');
+    let store = sqliteStore({ path });
+    await store.migrate();
+    await store.operationSubmitMany([submitParams()]);
+    await store.close(); // checkpoints the WAL into the file and removes it
+    copyFileSync(path, copy);
+
+    store = sqliteStore({ path });
+    const [lost] = (await store.operationClaimMany(claimBy('w1'))).rows;
+    expect(lost?.state).toBe('running');
+    await store.close();
+
+    copyFileSync(copy, path);
+    for (const suffix of ['-wal', '-shm']) rmSync(`${path}${suffix}`, { force: true });
+    store = sqliteStore({ path });
+    try {
+      expect((await store.operationGet(ref))?.state).toBe('queued');
+      const [current] = (await store.operationClaimMany(claimBy('w2'))).rows;
+      expect(current?.attempt).toBe(1);
+      await expectFencedApart(store, leaseOf(lost!), current!);
+    } finally {
+      await store.close();
+    }
+  });
+
+  describe('on PostgreSQL', () => {
+    let db: PgTestDatabase;
+    beforeAll(async () => {
+      db = await startPostgres();
+    });
+    afterAll(async () => {
+      await db?.stop();
+    });
+    afterEach(async () => {
+      await db.closeStores();
+    });
+
+    it('a claim rolled back after its rows were read starts the operation under another epoch', async () => {
+      const store = db.store({ schema: db.freshSchema() });
+      await store.migrate();
+      await store.operationSubmitMany([submitParams()]);
+
+      const client = await store.context.pool.connect();
+      let lost: OperationRow | undefined;
+      try {
+        await client.query('BEGIN');
+        [lost] = (await claimMany({ ...store.context, query: store.context.on(client) }, claimBy('w1'))).rows;
+        expect(lost?.state).toBe('running');
+        await client.query('ROLLBACK');
+      } finally {
+        client.release();
+      }
+
+      expect((await store.operationGet(ref))?.state).toBe('queued');
+      const [current] = (await store.operationClaimMany(claimBy('w2'))).rows;
+      expect(current?.attempt).toBe(1);
+      await expectFencedApart(store, leaseOf(lost!), current!);
+    });
+  });
+});
