@@ -9,6 +9,8 @@ import { createServer, type Server, Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalJson, digestOfCanonical } from '../../src/core/digest.js';
 import { isSluiceError } from '../../src/core/errors/index.js';
+import { claimMany } from '../../src/store/postgres/claim.js';
+import { finishAndClaim } from '../../src/store/postgres/finish-claim.js';
 import { classifyPgError, type PostgresStore, postgresStore } from '../../src/store/postgres/index.js';
 import { sqliteStore } from '../../src/store/sqlite/index.js';
 import type { Store } from '../../src/store/store.js';
@@ -435,6 +437,48 @@ describe('durable commits', () => {
     }
     const opted = db.store({ connectionString: startingWith('off'), poolSize: 1, durableCommits: false });
     expect(await settingOf(opted)).toBe('off');
+  });
+
+  it('commits a claim alone without waiting for the flush, and nothing else', async () => {
+    // The setting is read inside each call's transaction, on the one connection of the pool: the
+    // calls run on a client in an open transaction, as the store's own statements would.
+    const store = db.store({ schema: db.freshSchema(), connectionString: startingWith('on'), poolSize: 1 });
+    await store.migrate();
+    await store.operationSubmitMany([item({ id: 'a' }), item({ id: 'b' })]);
+    const params = { class: 'default', owner: 'w', limit: 1, leaseMs: 60_000 };
+    const inOneTransaction = async (call: (ctx: typeof store.context) => Promise<unknown>) => {
+      const client = await store.context.pool.connect();
+      try {
+        await client.query('BEGIN');
+        await call({ ...store.context, query: store.context.on(client) });
+        const { rows } = await client.query<{ v: string }>(
+          `SELECT current_setting('synchronous_commit') AS v`,
+        );
+        await client.query('COMMIT');
+        return rows[0]!.v;
+      } finally {
+        client.release();
+      }
+    };
+    let claimed: OperationRow | undefined;
+    expect(
+      await inOneTransaction(async (ctx) => {
+        [claimed] = (await claimMany(ctx, params)).rows;
+      }),
+    ).toBe('off');
+    expect(claimed?.id).toBe('a');
+    // The next transaction on the same connection is back to the session's setting.
+    expect(await settingOf(store)).toBe('on');
+    const ends = [
+      {
+        lease: { tenant: 'North', id: 'a', epoch: claimed!.epoch },
+        outcome: 'succeeded' as const,
+        result: 1,
+      },
+    ];
+    expect(await inOneTransaction((ctx) => finishAndClaim(ctx, ends, params))).toBe('on');
+    expect((await store.operationGet({ tenant: 'North', id: 'a' }))?.state).toBe('succeeded');
+    expect((await store.operationGet({ tenant: 'North', id: 'b' }))?.state).toBe('running');
   });
 });
 

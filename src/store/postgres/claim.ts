@@ -20,6 +20,15 @@
  * (ClaimResult.contended, migration 7): a tenant with ready work that it did not serve, most
  * often because another transaction (a submit, a finish, another claimer) held the tenant's queue
  * row, which `SKIP LOCKED` passes over.
+ *
+ * A claim alone commits without waiting for the WAL flush (`synchronous_commit = off` for its
+ * transaction only; the ends-and-claim call of finish-claim.ts waits, for the ends' sake). Losing
+ * it to a crash of the server, or to a failover, is safe: the operation is back in the queue as
+ * before the claim, the next claim gives it another epoch (a random step, migration 15), so the
+ * worker that read the lost claim is refused at its next fenced write; and every later commit
+ * that waits for the flush (that worker's own journal entry or end among them) flushes the
+ * claim's WAL first, so nothing durable can rest on a claim that is not. It takes the claim's
+ * flush, ~0.25 ms, out of enqueue→start latency (docs/benchmarks.md).
  */
 import type { ClaimParams, ClaimResult } from '../types.js';
 import type { PgContext } from './connection.js';
@@ -34,7 +43,7 @@ export const CLAIM_COLUMNS = `n.now AS claim_now,
          AS claim_capped`;
 
 const SQL = `SELECT ${CLAIM_COLUMNS}
-  FROM (SELECT {s}.now_ms($5::bigint) AS now) n
+  FROM (SELECT {s}.now_ms($5::bigint) AS now, set_config('synchronous_commit', 'off', true) AS unflushed) n
   LEFT JOIN LATERAL {s}.claim($1, $2, $3, $4, n.now, $6::bigint, $7::integer) c ON true`;
 
 /** Claims up to `p.limit` ready operations of `p.class` for `p.owner`, one round trip. */
