@@ -62,12 +62,12 @@ export function leaseOf(row: Pick<OperationRow, 'tenant' | 'id' | 'epoch'>): Lea
 }
 
 /**
- * A claim's epoch against the one before it: larger by 1 plus a random step below 2^32, so that
+ * A claim's epoch against the one before it: larger by 1 plus a random step below 2^31, so that
  * a claim whose commit is lost is not reissued under the same number.
  */
 export function expectNextEpoch(next: number, previous: number): void {
   expect(next - previous, `epoch ${previous} → ${next}`).toBeGreaterThanOrEqual(1);
-  expect(next - previous, `epoch ${previous} → ${next}`).toBeLessThanOrEqual(2 ** 32);
+  expect(next - previous, `epoch ${previous} → ${next}`).toBeLessThanOrEqual(2 ** 31);
 }
 
 /** The code of the error `promise` rejects with; fails the test if it resolves. */

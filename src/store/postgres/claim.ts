@@ -43,7 +43,8 @@ export const CLAIM_COLUMNS = `n.now AS claim_now,
          AS claim_capped`;
 
 const SQL = `SELECT ${CLAIM_COLUMNS}
-  FROM (SELECT {s}.now_ms($5::bigint) AS now, set_config('synchronous_commit', 'off', true) AS unflushed) n
+  FROM (SELECT {s}.now_ms($5::bigint) AS now,
+               set_config('synchronous_commit', 'off', true) AS unflushed) n
   LEFT JOIN LATERAL {s}.claim($1, $2, $3, $4, n.now, $6::bigint, $7::integer) c ON true`;
 
 /** Claims up to `p.limit` ready operations of `p.class` for `p.owner`, one round trip. */

@@ -122,13 +122,13 @@ export function serve<C extends Pick<Candidate, 'vtime' | 'weight' | 'ops' | 'ta
 
 /**
  * Starts one picked operation and returns it, read as an array (rows.ts `operationRowOf`). The
- * epoch grows by 1 plus a random step below 2^32 (`random()` is SQLite's 64-bit PRNG): a claim
+ * epoch grows by 1 plus a random step below 2^31 (`random()` is SQLite's 64-bit PRNG): a claim
  * whose commit is lost (a power cut under `synchronous = NORMAL`, a restored copy of the file) is
  * not reissued under the same number, so the worker still holding it is refused at its next
  * fenced write. PostgreSQL's claim does the same (its migration 15).
  */
 const START = `UPDATE operations SET state = 'running', attempt = attempt + 1,
-    epoch = epoch + 1 + (random() & 4294967295), started_at = ?,
+    epoch = epoch + 1 + (random() & 2147483647), started_at = ?,
     lease_owner = ?, lease_expires_at = ?, updated_at = ?
   WHERE seq = ? RETURNING ${operationColumns()}`;
 

@@ -167,11 +167,11 @@ export class Claim extends Step {
       const op = m.ops.get(keyOf(row))!;
       expect(op, `claimed unknown ${keyOf(row)}`).toBeDefined();
       expect([op.state, op.cls, op.runAfter <= now]).toEqual(['queued', this.cls, true]);
-      // A claim advances the epoch by 1 plus a random step below 2^32 (never reissued).
+      // A claim advances the epoch by 1 plus a random step below 2^31 (never reissued).
       expect(row.epoch - op.epoch, `${keyOf(row)}: epoch ${op.epoch} → ${row.epoch}`).toBeGreaterThanOrEqual(
         1,
       );
-      expect(row.epoch - op.epoch).toBeLessThanOrEqual(2 ** 32);
+      expect(row.epoch - op.epoch).toBeLessThanOrEqual(2 ** 31);
       expect(row).toMatchObject({
         state: 'running',
         attempt: op.attempt + 1,

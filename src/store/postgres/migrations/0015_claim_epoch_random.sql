@@ -1,9 +1,9 @@
 -- Version 15. A claim's epoch no longer follows from the one before it: it grows by 1 plus a
--- random step below 2^32, so a claim whose commit is lost (a server crash under
+-- random step below 2^31, so a claim whose commit is lost (a server crash under
 -- `synchronous_commit = off`, a failover to an asynchronous standby) is not reissued under the same
 -- number, and the worker that still holds it is refused at its next fenced write (heartbeat,
 -- journal entry, end) instead of passing the fence beside the worker of the new claim. Two claims
--- from the same row collide once in 2^32. The epoch is therefore a bigint wherever it is stored or
+-- from the same row collide once in 2^31. The epoch is therefore a bigint wherever it is stored or
 -- passed; the functions that take one are recreated with the wider type, their bodies otherwise
 -- those of their latest versions (finish_many 10, lease_extend 1, the journal's 2, 3 and 11,
 -- claim 12). SQLite's integers are 64-bit already: its migration of this number changes nothing.
@@ -301,7 +301,8 @@ BEGIN
          LIMIT l_room
            FOR UPDATE SKIP LOCKED),
       started AS (
-        UPDATE operations o SET state = 'running', attempt = o.attempt + 1, epoch = o.epoch + 1 + floor(random() * 4294967296)::bigint,
+        UPDATE operations o SET state = 'running', attempt = o.attempt + 1,
+               epoch = o.epoch + 1 + floor(random() * 2147483648)::bigint,
                started_at = p_now, lease_owner = p_owner, lease_expires_at = p_now + p_lease_ms,
                updated_at = p_now
           FROM picked p
@@ -406,7 +407,8 @@ BEGIN
     -- The round's picks start in one statement, returned in the order they were served.
     RETURN QUERY
       WITH started AS (
-        UPDATE operations o SET state = 'running', attempt = o.attempt + 1, epoch = o.epoch + 1 + floor(random() * 4294967296)::bigint,
+        UPDATE operations o SET state = 'running', attempt = o.attempt + 1,
+               epoch = o.epoch + 1 + floor(random() * 2147483648)::bigint,
                started_at = p_now, lease_owner = p_owner, lease_expires_at = p_now + p_lease_ms,
                updated_at = p_now
          WHERE o.seq = ANY (v_pick)
