@@ -90,6 +90,43 @@ describe('a claim whose commit is lost', () => {
     }
   });
 
+  it('on SQLite, a claim alone commits without syncing the WAL, the ends-and-claim transaction synced', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'sluice-lost-claim-'));
+    for (const synchronous of ['FULL', 'NORMAL'] as const) {
+      const store = sqliteStore({ path: join(dir, `${synchronous}.db`), synchronous });
+      try {
+        await store.migrate();
+        await store.operationSubmitMany([submitParams({ id: 'a' }), submitParams({ id: 'b' })]);
+        // What `PRAGMA synchronous` says (1 NORMAL, 2 FULL) whenever a statement is fetched inside
+        // the store's calls: inside their transactions, where the commit's sync is decided.
+        const seen: number[] = [];
+        const setting = () => store.context.db.pragma('synchronous', { simple: true }) as number;
+        for (const name of ['stmt', 'rawStmt'] as const) {
+          const real = store.context[name];
+          (store.context as { [k in typeof name]: typeof real })[name] = (sql) => {
+            seen.push(setting());
+            return real(sql);
+          };
+        }
+        const configured = synchronous === 'FULL' ? 2 : 1;
+        const [a] = (await store.operationClaimMany(claimBy('w1'))).rows;
+        expect(a?.id).toBe('a');
+        expect(new Set(seen)).toEqual(new Set([1]));
+        expect(setting()).toBe(configured);
+        seen.length = 0;
+        const out = await store.attemptFinishAndClaim(
+          [{ lease: leaseOf(a!), outcome: 'succeeded', result: 1 }],
+          claimBy('w1'),
+        );
+        expect([out.finished, out.claim.rows.map((r) => r.id)]).toEqual([[true], ['b']]);
+        expect(new Set(seen)).toEqual(new Set([configured]));
+        expect(setting()).toBe(configured);
+      } finally {
+        await store.close();
+      }
+    }
+  });
+
   describe('on PostgreSQL', () => {
     let db: PgTestDatabase;
     beforeAll(async () => {

@@ -16,6 +16,12 @@
  * up to their room; the picks are then exactly those of reading everything. `ready_at` may be
  * early (a cancelled operation leaves it); the claim then finds nothing for that tenant and
  * recomputes it, so it is never late.
+ *
+ * A claim of its own transaction commits without syncing the WAL (`writeUnsynced`; inside a
+ * worker's ends-and-claim transaction it joins that one, synced for the ends). Its loss to a power
+ * cut is safe, as on PostgreSQL (ADR 5): the operation is back in the queue, the next claim gives
+ * it another epoch, and every later synced commit — the worker's own journal entry or end among
+ * them — syncs the WAL file, and with it the claim's frames, first.
  */
 import type { ClaimParams, ClaimResult, OperationRow } from '../types.js';
 import type { SqliteContext } from './connection.js';
@@ -133,7 +139,7 @@ const START = `UPDATE operations SET state = 'running', attempt = attempt + 1,
   WHERE seq = ? RETURNING ${operationColumns()}`;
 
 export function claimMany(ctx: SqliteContext, p: ClaimParams): ClaimResult {
-  return ctx.write((now) => {
+  return ctx.writeUnsynced((now) => {
     const rows: OperationRow[] = [];
     const seen = new Set<string>();
     for (let round = 0; round < MAX_ROUNDS && rows.length < p.limit; round++) {

@@ -53,6 +53,13 @@ export interface SqliteContext {
    * connection; errors come out classified.
    */
   write<T>(fn: (now: number) => T): T;
+  /**
+   * `write`, but a transaction of its own commits without syncing the WAL when the store runs
+   * `FULL` (`NORMAL` for that commit only): for a write whose loss is safe, since every later
+   * synced commit syncs the WAL file, and with it this one's frames, first. Inside another
+   * transaction it joins it, and that transaction's commit decides.
+   */
+  writeUnsynced<T>(fn: (now: number) => T): T;
   /** Runs `fn` outside a write transaction; errors come out classified. */
   read<T>(fn: () => T): T;
 }
@@ -115,20 +122,23 @@ const borrowed = new WeakMap<Database.Database, SqliteContext>();
 export function borrowSqlite(db: Database.Database, clock: Clock): SqliteContext {
   let ctx = borrowed.get(db);
   if (!ctx) {
+    const write = <T>(fn: (now: number) => T): T => {
+      if (!db.inTransaction) {
+        throw new InvalidArgument('tx must be a better-sqlite3 Database inside an open transaction');
+      }
+      try {
+        return fn(clock.now());
+      } catch (error) {
+        throw classifySqliteError(error);
+      }
+    };
     ctx = {
       db,
       clock,
       ...statements(db),
-      write<T>(fn: (now: number) => T): T {
-        if (!db.inTransaction) {
-          throw new InvalidArgument('tx must be a better-sqlite3 Database inside an open transaction');
-        }
-        try {
-          return fn(clock.now());
-        } catch (error) {
-          throw classifySqliteError(error);
-        }
-      },
+      write,
+      // The caller's transaction commits when the caller says, as the caller's settings say.
+      writeUnsynced: write,
       read<T>(fn: () => T): T {
         return fn();
       },
@@ -163,19 +173,31 @@ export function openSqlite(options: SqliteOptions, clock: Clock): SqliteContext 
   // One transaction function for every write: better-sqlite3 builds a wrapper per `transaction()`
   // call, which is measurable on a one-at-a-time submit.
   const transaction = db.transaction(<T>(fn: (now: number) => T): T => fn(clock.now()));
+  const write = <T>(fn: (now: number) => T): T => {
+    // A write inside another (a worker's ends and its next claim) joins it: an error leaves
+    // through the outer one, which rolls everything back, so a savepoint of its own would buy
+    // nothing, and SQLite keeps a copy of every page a savepoint changes.
+    if (db.inTransaction) return fn(clock.now());
+    try {
+      return transaction.immediate(fn) as T;
+    } catch (error) {
+      throw classifySqliteError(error);
+    }
+  };
   return {
     db,
     clock,
     ...statements(db),
-    write<T>(fn: (now: number) => T): T {
-      // A write inside another (a worker's ends and its next claim) joins it: an error leaves
-      // through the outer one, which rolls everything back, so a savepoint of its own would buy
-      // nothing, and SQLite keeps a copy of every page a savepoint changes.
-      if (db.inTransaction) return fn(clock.now());
+    write,
+    writeUnsynced<T>(fn: (now: number) => T): T {
+      if (db.inTransaction || synchronous !== 'FULL') return write(fn);
+      // Not a statement prepared once: SQLite applies `PRAGMA synchronous` when it compiles it, so
+      // preparing both settings up front would leave the connection at whichever came last.
+      db.pragma('synchronous = NORMAL');
       try {
-        return transaction.immediate(fn) as T;
-      } catch (error) {
-        throw classifySqliteError(error);
+        return write(fn);
+      } finally {
+        db.pragma('synchronous = FULL');
       }
     },
     read<T>(fn: () => T): T {

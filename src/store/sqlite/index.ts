@@ -151,7 +151,7 @@ export function sqliteStore(options: SqliteOptions): SqliteStore {
     operationClaimMany: (p) => resolve(() => claimMany(ctx, p)),
     leaseExtendMany: ({ leases, leaseMs }) => resolve(() => extendMany(ctx, leases, leaseMs)),
     attemptFinishMany: (items) => resolve(() => finishMany(ctx, items)),
-    // One transaction: the inner writes nest as savepoints of the outer BEGIN IMMEDIATE.
+    // One transaction, synced for the ends: the inner writes join the outer BEGIN IMMEDIATE.
     attemptFinishAndClaim: (items, claim) =>
       resolve(() => ctx.write(() => ({ finished: finishMany(ctx, items), claim: claimMany(ctx, claim) }))),
     effectBegin: (p) => resolve(() => effectBegin(ctx, p)),
