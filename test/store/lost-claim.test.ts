@@ -14,26 +14,15 @@ import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { isSluiceError } from '../../src/core/errors/index.js';
 import { claimMany } from '../../src/store/postgres/claim.js';
 import { sqliteStore } from '../../src/store/sqlite/index.js';
 import type { Store } from '../../src/store/store.js';
 import type { ClaimParams, LeaseRef, OperationRow } from '../../src/store/types.js';
-import { leaseOf, submitParams } from '../conformance/fixtures.js';
+import { leaseOf, rejectionCode, submitParams } from '../conformance/fixtures.js';
 import { type PgTestDatabase, startPostgres } from '../helpers/postgres.js';
 
 const ref = { tenant: 'North', id: 'op-1' };
 const claimBy = (owner: string): ClaimParams => ({ class: 'default', owner, limit: 1, leaseMs: 30_000 });
-
-async function codeOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-  } catch (error) {
-    if (isSluiceError(error)) return error.code;
-    throw error;
-  }
-  throw new Error('expected a rejection');
-}
 
 /** Every fenced write of the lost claim is refused; the new claim's go through. */
 async function expectFencedApart(store: Store, lost: LeaseRef, current: OperationRow): Promise<void> {
@@ -43,7 +32,9 @@ async function expectFencedApart(store: Store, lost: LeaseRef, current: Operatio
     { ok: false, cancelRequested: false },
     { ok: true, cancelRequested: false },
   ]);
-  expect(await codeOf(store.effectBegin({ lease: lost, name: 'charge', key: 'k' }))).toBe('lease-lost');
+  expect(await rejectionCode(store.effectBegin({ lease: lost, name: 'charge', key: 'k' }))).toBe(
+    'lease-lost',
+  );
   expect(await store.effectList(ref)).toEqual([]);
   expect(await store.attemptFinishMany([{ lease: lost, outcome: 'succeeded', result: 'lost' }])).toEqual([
     false,
