@@ -6,6 +6,9 @@
  * attempts of a worker share them: the begins (and the marks) that arrive while a batch is being
  * written go together into the next one, each answered alone (store.effectBeginMany).
  *
+ * A mark still queued can be taken back by its attempt, to be written with the attempt's end
+ * instead (effects/attempt-marks.ts).
+ *
  * Effects that draw on budgets are written one by one: a batch would lock several budget rows in
  * the order of its items, and two processes' batches in different orders could deadlock.
  */
@@ -28,5 +31,6 @@ export function batchedJournal(
       return settled.value;
     },
     mark: (params) => marks.add(params),
+    takeMarks: (lease) => marks.take((m) => m.lease === lease),
   };
 }

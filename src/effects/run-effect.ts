@@ -9,7 +9,9 @@
  * 3. Durably write `pending` with the effect key and the first-sent time (kept from the first
  *    try), fenced by the lease. This also marks the operation's point of no return for cancel.
  * 4. Call the provider with the key and the attempt's `AbortSignal`.
- * 5. Durably write `committed` with the result. Only then may the operation complete.
+ * 5. Durably write `committed` with the result. Only then may the operation complete. The
+ *    handler has the result at once: the mark goes with the journal's next batch, or, when the
+ *    handler ends first, in the same transaction as the attempt's end (effects/attempt-marks.ts).
  *
  * A `pending` row found at step 3 means an earlier attempt may have sent the request (it crashed,
  * or the outcome was ambiguous). Recovery:
@@ -34,6 +36,7 @@ import {
   Permanent,
   toErrorRecord,
 } from '../core/errors/index.js';
+import type { Queued } from '../runtime/batcher.js';
 import {
   type FailpointInfo,
   type FailpointName,
@@ -48,6 +51,7 @@ import type {
   EffectRow,
   LeaseRef,
 } from '../store/types.js';
+import type { AttemptMarks } from './attempt-marks.js';
 
 /** The arguments a provider call receives. */
 export interface EffectCall {
@@ -92,6 +96,8 @@ export interface EffectOptions<T> {
 export interface Journal {
   begin(params: EffectBeginParams): Promise<EffectBeginResult>;
   mark(params: EffectMarkParams): Promise<boolean>;
+  /** The lease's marks still waiting for their batch (`lease` is the attempt's own object). */
+  takeMarks(lease: LeaseRef): Array<Queued<EffectMarkParams, boolean>>;
 }
 
 export interface EffectRuntime {
@@ -109,6 +115,11 @@ export interface EffectRuntime {
   maxCalls: number;
   /** The budgets an effect with this provider and cost draws on. */
   charges(provider: string | undefined, cost: number | undefined): EffectCharges;
+  /**
+   * Step 5 for the `committed` mark: written before the attempt's end, or with it in its
+   * transaction (effects/attempt-marks.ts). Without it the mark is written and waited for here.
+   */
+  marks?: AttemptMarks;
   /** Throws if the attempt has been abandoned (simulated crash). */
   checkAlive(): void;
   /** Called when a failpoint simulates this worker's death: the attempt writes nothing more. */
@@ -125,6 +136,9 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
   const info = { ...rt.failpointInfo, effect: name };
   await hit(rt, 'effect.before-pending', info);
   rt.checkAlive();
+  // Step 1 for an effect this attempt committed already, whose mark may still be on its way.
+  const known = rt.marks?.committed(name);
+  if (known) return known.result as T;
 
   const key = rt.effectKey(name);
   const charges = rt.charges(options.provider, options.cost);
@@ -258,13 +272,21 @@ async function commit(
   result: unknown,
   reference: string | null,
 ): Promise<void> {
-  const ok = await rt.journal.mark({
+  const mark = {
     lease: rt.lease,
     name,
-    state: 'committed',
+    state: 'committed' as const,
     result: result ?? null,
     reference,
-  });
+  };
+  // The handler goes on at once; the mark leaves with the journal's next batch, or with the
+  // attempt's end if the handler ends first. Either way it is durable before the operation
+  // completes, and a crash before it is crash point C2, which the next attempt recovers.
+  if (rt.marks) {
+    rt.marks.add(mark);
+    return;
+  }
+  const ok = await rt.journal.mark(mark);
   rt.checkAlive();
   // The provider holds the effect but this worker no longer owns the operation: the owner will
   // find the row pending and recover it under the same key.

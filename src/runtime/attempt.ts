@@ -25,6 +25,7 @@ import {
   Permanent,
   UnknownKind,
 } from '../core/errors/index.js';
+import { AttemptMarks } from '../effects/attempt-marks.js';
 import type { EffectKeyFn } from '../effects/effect-key.js';
 import type { Journal } from '../effects/run-effect.js';
 import type { SluiceEvents } from '../observability/events.js';
@@ -33,7 +34,7 @@ import { type AttemptEnd, classifyFailure } from '../retry/classify.js';
 import type { Store } from '../store/store.js';
 import type { FinishParams, LeaseRef, OperationRow } from '../store/types.js';
 import { OperationContext } from './context.js';
-import { failpoint, isSimulatedCrash, SimulatedCrash } from './failpoints.js';
+import { failpoint, failpointArmed, isSimulatedCrash, SimulatedCrash } from './failpoints.js';
 import { AttemptScope } from './helpers/scope.js';
 import { type Kind, validateInput } from './kinds.js';
 import { LazyLog } from './lazy-log.js';
@@ -171,6 +172,7 @@ async function attemptOnce(env: AttemptEnv, row: OperationRow, claimNow: number)
 
   let end: AttemptEnd | { outcome: 'succeeded'; result: unknown };
   let crashed = false;
+  const marks = new AttemptMarks(env.journal, lease);
   if (!kind) {
     // A worker that does not know the kind (a rolling deploy): retry, so one that does can run it.
     end = classifyFailure(
@@ -191,7 +193,7 @@ async function attemptOnce(env: AttemptEnv, row: OperationRow, claimNow: number)
     // A retry the service-wide budget denied earlier asks again, and is denied again: not now.
     end = deferRetry(env, row.error, deadlineInMs);
   } else {
-    const result = await execute(env, kind, row, lease, deadlineInMs, logs);
+    const result = await execute(env, kind, row, lease, deadlineInMs, logs, marks);
     if (result === 'crashed') crashed = true;
     end = result === 'crashed' ? { outcome: 'abandon' } : result;
     // A failure about to be retried draws on the service-wide retry budget; denied, the retry
@@ -206,20 +208,36 @@ async function attemptOnce(env: AttemptEnv, row: OperationRow, claimNow: number)
   }
 
   if (crashed) {
+    marks.drop();
     logs.log.warn('attempt abandoned by a simulated crash');
     return { outcome: 'crashed' };
   }
   if (end.outcome === 'abandon') {
+    marks.drop();
     logs.log.warn('lease lost: attempt abandoned without writing');
     return { outcome: 'abandoned' };
   }
+  // The effects' marks not yet written ride with the end (effects/attempt-marks.ts); a test that
+  // crashes at C3 has them written first, as a handler that works on after its effects does.
+  const riding = await marks.forEnd(failpointArmed('operation.before-complete'));
   try {
     await failpoint('operation.before-complete', info);
   } catch (error) {
-    if (isSimulatedCrash(error)) return { outcome: 'crashed' };
+    if (isSimulatedCrash(error)) {
+      marks.drop();
+      return { outcome: 'crashed' };
+    }
     throw error;
   }
-  const accepted = await env.finish({ lease, ...end } as FinishParams);
+  const params = { lease, ...end, ...(riding.length > 0 ? { marks: riding } : {}) } as FinishParams;
+  let accepted: boolean;
+  try {
+    accepted = await env.finish(params);
+  } catch (error) {
+    marks.ended(false);
+    throw error;
+  }
+  marks.ended(accepted);
   if (!accepted) logs.log.warn({ end: end.outcome }, 'attempt end refused: the lease was lost');
   else if (logs.isLevelEnabled('debug')) logs.log.debug({ end: end.outcome }, 'attempt ended');
   try {
@@ -244,8 +262,10 @@ async function execute(
   lease: LeaseRef,
   deadlineInMs: number | null,
   logs: LazyLog,
+  marks: AttemptMarks,
 ): Promise<AttemptEnd | { outcome: 'succeeded'; result: unknown } | 'crashed'> {
   const stop = new AttemptStop();
+  marks.onRefused = () => stop.abort(new LeaseLost(row.id));
   const started = performance.now();
   const timeLimit = Math.min(kind.limits.attemptTimeoutMs, deadlineInMs ?? Number.POSITIVE_INFINITY);
   const byDeadline = deadlineInMs !== null && deadlineInMs <= kind.limits.attemptTimeoutMs;
@@ -324,6 +344,7 @@ async function execute(
         maxCalls: kind.limits.maxProviderCalls,
         charges: (provider, cost) => chargesFor(env.providers, provider, row.tenant, cost),
         failpointInfo: { tenant: row.tenant, id: row.id, attempt: row.attempt },
+        marks,
         checkAlive,
         markCrashed: () => {
           crashed = true;

@@ -22,8 +22,15 @@ export function nextTurn(fn: () => void): () => void {
   };
 }
 
+/** An item waiting for the next flush, with the callbacks that answer its caller. */
+export interface Queued<In, Out> {
+  item: In;
+  resolve: (out: Out) => void;
+  reject: (error: unknown) => void;
+}
+
 export class Batcher<In, Out> {
-  private queue: Array<{ item: In; resolve: (out: Out) => void; reject: (error: unknown) => void }> = [];
+  private queue: Array<Queued<In, Out>> = [];
   private running = false;
   private readonly kick = nextTurn(() => void this.flush());
   private idleWaiters: Array<() => void> = [];
@@ -38,6 +45,21 @@ export class Batcher<In, Out> {
       this.queue.push({ item, resolve, reject });
       this.schedule();
     });
+  }
+
+  /**
+   * Takes back the queued items `match` picks, before a flush sends them: the caller writes them
+   * some other way and settles them with `resolve` or `reject`. Items already in flight are not
+   * touched.
+   */
+  take(match: (item: In) => boolean): Array<Queued<In, Out>> {
+    const taken: Array<Queued<In, Out>> = [];
+    this.queue = this.queue.filter((q) => {
+      if (!match(q.item)) return true;
+      taken.push(q);
+      return false;
+    });
+    return taken;
   }
 
   /** Resolves when nothing is queued or in flight. */

@@ -108,6 +108,11 @@ export const failpoints = {
   },
 };
 
+/** Whether a test has enabled the point (the engine writes what that window needs written first). */
+export function failpointArmed(name: FailpointName): boolean {
+  return armed.size > 0 && armed.has(name);
+}
+
 /** The hook the engine calls at each point. Resolves at once when the point is not armed. */
 export async function failpoint(name: FailpointName, info: FailpointInfo): Promise<void> {
   if (armed.size === 0) return;

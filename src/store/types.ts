@@ -196,7 +196,15 @@ export interface LeaseStatus {
   cancelRequested: boolean;
 }
 
-export type FinishParams = { lease: LeaseRef } & (
+export type FinishParams = {
+  lease: LeaseRef;
+  /**
+   * Effect marks of this attempt written first, in the end's transaction: a `committed` mark the
+   * handler's return came before (effects/attempt-marks.ts). Each is fenced on its own lease, as
+   * the end is: one refused means the lease is lost and the end is refused too.
+   */
+  marks?: EffectMarkParams[];
+} & (
   | { outcome: 'succeeded'; result: unknown }
   | { outcome: 'failed'; error: ErrorRecord }
   | { outcome: 'retry'; error: ErrorRecord; delayMs: number }

@@ -96,10 +96,11 @@ describe('a worker process paused past its lease (SIGSTOP) is fenced when it res
     // A's request charged; B, frozen before resending, holds the journal row pending.
     expect(s.atStopA.effects?.map((e) => e.state)).toEqual(['pending']);
     expect(s.atStopB.effects?.map((e) => [e.state, e.sends])).toEqual([['pending', 2]]);
-    // The first thing A does on waking is `effectMarkCommitted` under its old epoch: refused.
+    // On waking A's handler returns the charge; its `committed` mark rides with its end, both
+    // under its old epoch, and the store refuses them together.
     expect(s.callsByA).toBe(0);
-    expect(s.aEffectError).toMatchObject({ id: 'O7', code: 'lease-lost' });
-    expect(s.aEnd.report).toEqual({ outcome: 'abandoned' });
+    expect(s.aEffectError).toBeUndefined();
+    expect(s.aEnd.report).toEqual({ outcome: 'written', end: 'succeeded', accepted: false, errorCode: null });
     // B resent under the same key on waking; the provider answered with A's charge.
     expect(rig.provider.stub.calls).toBe(2);
     await expectFenced(s);

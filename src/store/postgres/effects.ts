@@ -203,6 +203,22 @@ export async function effectBeginMany(
   });
 }
 
+/** Marks as `effect_mark_many` reads them (also written with attempts' ends: finish.ts). */
+export function markPayload(items: EffectMarkParams[]): string {
+  return JSON.stringify(
+    items.map((p) => ({
+      tenant: p.lease.tenant,
+      id: p.lease.id,
+      epoch: p.lease.epoch,
+      name: p.name,
+      state: p.state,
+      result: p.state === 'committed' ? jsonText(p.result) : null,
+      reference: p.state === 'committed' ? p.reference : null,
+      error: p.state === 'failed' ? jsonText(p.error) : null,
+    })),
+  );
+}
+
 const MARK_MANY = `SELECT r.ord, r.ok FROM {s}.effect_mark_many($1::bigint, $2::jsonb) r ORDER BY r.ord`;
 
 /** Several attempts' marks in one round trip and one commit. */
@@ -212,16 +228,6 @@ export async function effectMarkMany(ctx: PgContext, items: EffectMarkParams[]):
     const p = items[0]!;
     return [await effectMark(ctx, p.lease, p.name, p)];
   }
-  const payload = items.map((p) => ({
-    tenant: p.lease.tenant,
-    id: p.lease.id,
-    epoch: p.lease.epoch,
-    name: p.name,
-    state: p.state,
-    result: p.state === 'committed' ? jsonText(p.result) : null,
-    reference: p.state === 'committed' ? p.reference : null,
-    error: p.state === 'failed' ? jsonText(p.error) : null,
-  }));
-  const rows = await ctx.query<{ ord: number; ok: boolean }>(MARK_MANY, [ctx.now(), JSON.stringify(payload)]);
+  const rows = await ctx.query<{ ord: number; ok: boolean }>(MARK_MANY, [ctx.now(), markPayload(items)]);
   return items.map((_p, i) => rows.find((row) => Number(row.ord) === i + 1)?.ok === true);
 }

@@ -15,7 +15,7 @@
 import type { ClaimParams, FinishAndClaimResult, FinishParams } from '../types.js';
 import { CLAIM_COLUMNS, type ClaimRow, claimResultOf } from './claim.js';
 import type { PgContext } from './connection.js';
-import { finishArgs, finishedOf } from './finish.js';
+import { finishArgs, finishedOf, MARKED, marksOf } from './finish.js';
 import { ms } from './rows.js';
 
 const SQL = `WITH n AS MATERIALIZED (
@@ -25,14 +25,25 @@ const SQL = `WITH n AS MATERIALIZED (
 SELECT CASE WHEN c.ordinality IS NULL OR c.ordinality = 1 THEN n.finished END AS finished, ${CLAIM_COLUMNS}
   FROM n LEFT JOIN LATERAL {s}.claim($10, $11, $12, $13, n.now, $14::bigint, $15::integer) WITH ORDINALITY c ON true`;
 
+// With effect marks riding along (finish.ts, MARKED): the finish's clock comes from their row.
+const SQL_MARKED = `WITH ${MARKED}, n AS MATERIALIZED (
+  SELECT ARRAY(SELECT f.ord FROM {s}.finish_many(marked.now, $2::text[], $3::text[], $4::bigint[], $5::text[],
+                                                 $6::text[], $7::text[], $8::bigint[], $9) AS f(ord)) AS finished,
+         marked.now
+    FROM marked)
+SELECT CASE WHEN c.ordinality IS NULL OR c.ordinality = 1 THEN n.finished END AS finished, ${CLAIM_COLUMNS}
+  FROM n LEFT JOIN LATERAL {s}.claim($11, $12, $13, $14, n.now, $15::bigint, $16::integer) WITH ORDINALITY c ON true`;
+
 export async function finishAndClaim(
   ctx: PgContext,
   items: FinishParams[],
   p: ClaimParams,
 ): Promise<FinishAndClaimResult> {
-  const rows = await ctx.query<ClaimRow & { finished: number[] }>(SQL, [
+  const marks = marksOf(items);
+  const rows = await ctx.query<ClaimRow & { finished: number[] }>(marks === null ? SQL : SQL_MARKED, [
     ctx.now(),
     ...finishArgs(ctx, items),
+    ...(marks === null ? [] : [marks]),
     p.class,
     p.owner,
     p.limit,

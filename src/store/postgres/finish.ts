@@ -13,6 +13,7 @@
  */
 import type { FinishParams, LeaseRef, LeaseStatus } from '../types.js';
 import type { PgContext } from './connection.js';
+import { markPayload } from './effects.js';
 import { jsonText, ms } from './rows.js';
 
 const EXTEND = `SELECT ord, cancel FROM {s}.lease_extend($1, $2::text[], $3::text[], $4::bigint[], $5::bigint)`;
@@ -44,6 +45,24 @@ const key = (l: LeaseRef) => JSON.stringify([l.tenant, l.id, l.epoch]);
 const FINISH = `SELECT ord FROM {s}.finish_many($1, $2::text[], $3::text[], $4::bigint[], $5::text[],
                                                $6::text[], $7::text[], $8::bigint[], $9) AS ord`;
 
+/**
+ * Effect marks that ride with the ends (`FinishParams.marks`), written first in the same
+ * transaction: the ends' journal probes see them. The finish's clock is the marks' row's, so the
+ * finish cannot run before `effect_mark_many` has. What each mark answers is not read: a mark is
+ * refused when its lease is lost, and then so is the end, fenced on the same lease.
+ */
+export const MARKED = `marked AS MATERIALIZED (
+  SELECT {s}.now_ms($1::bigint) AS now, count(k.ord) AS n FROM {s}.effect_mark_many($1::bigint, $10::jsonb) k)`;
+const FINISH_MARKED = `WITH ${MARKED}
+SELECT f.ord FROM marked CROSS JOIN LATERAL {s}.finish_many(marked.now, $2::text[], $3::text[], $4::bigint[],
+                                                            $5::text[], $6::text[], $7::text[], $8::bigint[], $9) AS f(ord)`;
+
+/** The marks the items carry, in order, or null when none does (the plain statement is used). */
+export function marksOf(items: FinishParams[]): string | null {
+  const marks = items.flatMap((i) => i.marks ?? []);
+  return marks.length === 0 ? null : markPayload(marks);
+}
+
 /** The finish function's arguments after `p_now`, in order (shared with finish-claim.ts). */
 export function finishArgs(ctx: PgContext, items: FinishParams[]): unknown[] {
   return [
@@ -67,7 +86,11 @@ export function finishedOf(items: FinishParams[], ords: Iterable<number>): boole
 /** Ends attempts; per item, whether the fenced write took effect. */
 export async function finishMany(ctx: PgContext, items: FinishParams[]): Promise<boolean[]> {
   if (items.length === 0) return [];
-  const rows = await ctx.query<{ ord: number }>(FINISH, [ctx.now(), ...finishArgs(ctx, items)]);
+  const marks = marksOf(items);
+  const rows = await ctx.query<{ ord: number }>(
+    marks === null ? FINISH : FINISH_MARKED,
+    marks === null ? [ctx.now(), ...finishArgs(ctx, items)] : [ctx.now(), ...finishArgs(ctx, items), marks],
+  );
   return finishedOf(
     items,
     rows.map((r) => r.ord),

@@ -184,7 +184,7 @@ export function effectMarkMany(ctx: SqliteContext, items: EffectMarkParams[]): b
  * `committed` / `failed` (from `pending` or `absent`). Settles its spend reservations: committed
  * → committed; absent, failed → released.
  */
-function markOne(ctx: SqliteContext, p: EffectMarkParams, now: number): boolean {
+export function markOne(ctx: SqliteContext, p: EffectMarkParams, now: number): boolean {
   const { lease, name } = p;
   if (!fence(ctx, lease)) return false;
   const before = ctx

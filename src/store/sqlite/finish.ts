@@ -10,6 +10,7 @@ import type { OperationState } from '../../core/states.js';
 import { byteOrder } from '../byte-order.js';
 import type { AttemptOutcome, FinishParams, LeaseRef, LeaseStatus } from '../types.js';
 import type { SqliteContext } from './connection.js';
+import { markOne } from './effects.js';
 import { queueEnter, queueLeave } from './queue-counters.js';
 import { jsonText, type RawOperation } from './rows.js';
 
@@ -69,6 +70,9 @@ interface Ended {
 export function finishMany(ctx: SqliteContext, items: FinishParams[]): boolean[] {
   if (items.length === 0) return [];
   return ctx.write((now) => {
+    // Effect marks riding with the ends go first: the ends' journal probes see them. What each
+    // answers is not kept: a mark is refused when its lease is lost, and so is its end.
+    for (const item of items) if (item.marks) for (const m of item.marks) markOne(ctx, m, now);
     const groups = new Map<string, Ended>();
     const out = items.map((item) => finishOne(ctx, item, now, groups));
     const ordered = [...groups.values()].sort(

@@ -6,6 +6,7 @@
  * `requested` or `too_late`.
  */
 import { expect } from 'vitest';
+import type { Store } from '../../../src/store/store.js';
 import type { OperationRow } from '../../../src/store/types.js';
 import {
   BOOM,
@@ -300,6 +301,72 @@ export function finishCases(t: CaseRegistry): void {
       expect(ended.finished).toEqual([true]);
       expect(ended.claim.rows).toEqual([]);
       expect((await getRow(store, { tenant: 'North', id: 'only' })).result).toBe('done');
+      await expectCountersTrue(store);
+    });
+  });
+
+  t.group('effect marks riding with the ends', (g) => {
+    const committed = (row: OperationRow, lease = leaseOf(row)) => ({
+      lease,
+      name: 'charge',
+      state: 'committed' as const,
+      result: { id: `ch_${row.id}` },
+      reference: `ch_${row.id}`,
+    });
+    const effectOf = async (store: Store, row: OperationRow) =>
+      (await store.effectList({ tenant: row.tenant, id: row.id }))[0];
+
+    g.test('written before the ends, in their transaction; a lost lease writes neither', async (fx) => {
+      const { store, clock } = fx;
+      await store.operationSubmitMany(['a', 'b', 'c'].map((id) => submitParams({ id })));
+      const [a, b, c] = await claim(store, { limit: 3 });
+      for (const row of [a!, b!, c!])
+        await store.effectBegin({ lease: leaseOf(row), name: 'charge', key: row.id });
+      clock.advance(5);
+      const stale = { ...leaseOf(c!), epoch: c!.epoch + 1 };
+      const out = await store.attemptFinishMany([
+        { lease: leaseOf(a!), outcome: 'succeeded', result: 1, marks: [committed(a!)] },
+        // A failure after the effect committed: the end's look for a pending effect sees the
+        // mark, so the operation fails instead of waiting for reconciliation.
+        { lease: leaseOf(b!), outcome: 'failed', error: BOOM, marks: [committed(b!)] },
+        { lease: stale, outcome: 'succeeded', result: 1, marks: [committed(c!, stale)] },
+      ]);
+      expect(out).toEqual([true, true, false]);
+      expect(await effectOf(store, a!)).toMatchObject({
+        state: 'committed',
+        result: { id: 'ch_a' },
+        reference: 'ch_a',
+        committedAt: clock.now(),
+      });
+      expect((await getRow(store, a!)).state).toBe('succeeded');
+      expect((await effectOf(store, b!))?.state).toBe('committed');
+      expect((await getRow(store, b!)).state).toBe('failed');
+      expect((await effectOf(store, c!))?.state).toBe('pending');
+      expect((await getRow(store, c!)).state).toBe('running');
+      await expectCountersTrue(store);
+    });
+
+    g.test('with the claim in the same call; a mark written already changes nothing', async (fx) => {
+      const { store } = fx;
+      await store.operationSubmitMany(['a', 'b', 'c'].map((id) => submitParams({ id })));
+      const [a, b] = await claim(store, { limit: 2 });
+      for (const row of [a!, b!])
+        await store.effectBegin({ lease: leaseOf(row), name: 'charge', key: row.id });
+      // b's mark went alone and its answer was lost: the end carries it again.
+      expect(await store.effectMarkCommitted({ ...committed(b!), result: 'first' })).toBe(true);
+      const out = await store.attemptFinishAndClaim(
+        [
+          { lease: leaseOf(a!), outcome: 'failed', error: BOOM, marks: [committed(a!)] },
+          { lease: leaseOf(b!), outcome: 'succeeded', result: 2, marks: [committed(b!)] },
+        ],
+        { class: 'default', owner: 'w2', limit: 5, leaseMs: LEASE_MS },
+      );
+      expect(out.finished).toEqual([true, true]);
+      expect(out.claim.rows.map((r) => r.id)).toEqual(['c']);
+      expect((await effectOf(store, a!))?.state).toBe('committed');
+      expect((await getRow(store, a!)).state).toBe('failed');
+      expect(await effectOf(store, b!)).toMatchObject({ state: 'committed', result: 'first' });
+      expect((await getRow(store, b!)).state).toBe('succeeded');
       await expectCountersTrue(store);
     });
   });

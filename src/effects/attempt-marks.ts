@@ -1,0 +1,106 @@
+/**
+ * @module effects/attempt-marks
+ * An attempt's `committed` marks (step 5 of the protocol), written with its next write instead of
+ * waited for one by one.
+ *
+ * Awaited, a mark was a transaction of its own between the provider's answer and the handler's
+ * next step; with one effect per operation a worker's round was three store calls (the begins,
+ * the marks, the ends with the next claim), each a commit. Here the mark joins the journal's next
+ * batch, and the handler has its result at once. If the handler ends before that batch leaves
+ * (a handler that returns after its last effect, in the same turn of the event loop), the end
+ * takes its marks back and writes them first, in its own transaction: the round is two calls.
+ *
+ * What the protocol promises does not change: the mark is durable before the operation completes
+ * (before, or in the same commit as, the end). A crash before it is written is crash point C2 —
+ * the provider has the effect, the journal says `pending` — which the next attempt recovers under
+ * the same key, as it always had to for a crash between the answer and the mark's commit.
+ *
+ * A mark written alone and refused means the lease is lost: the attempt is stopped, as when the
+ * heartbeat finds it so. One whose write failed is written again with the end; if the first write
+ * did take effect, the second is refused by the effect's state and changes nothing.
+ */
+import type { Queued } from '../runtime/batcher.js';
+import type { EffectMarkParams, LeaseRef } from '../store/types.js';
+import type { Journal } from './run-effect.js';
+
+interface Sent {
+  params: EffectMarkParams;
+  written: Promise<boolean>;
+  /** The result as the journal will keep it: JSON, taken when the provider answered. */
+  json: string;
+}
+
+export class AttemptMarks {
+  #sent: Sent[] = [];
+  #taken: Array<Queued<EffectMarkParams, boolean>> = [];
+  #over = false;
+  /** Told when a mark written alone is refused (the lease is lost) while the handler runs. */
+  onRefused: (() => void) | undefined;
+
+  constructor(
+    private readonly journal: Journal,
+    private readonly lease: LeaseRef,
+  ) {}
+
+  /**
+   * Queues a `committed` mark on the journal's next batch; the handler does not wait for it. The
+   * result is copied as JSON now: the handler may change the object it was given before the mark
+   * is written.
+   */
+  add(mark: Extract<EffectMarkParams, { state: 'committed' }>): void {
+    const json = JSON.stringify(mark.result ?? null);
+    const params = { ...mark, result: JSON.parse(json) as unknown };
+    const written = this.journal.mark(params);
+    written.then(
+      (ok) => {
+        if (!ok && !this.#over) this.onRefused?.();
+      },
+      () => {},
+    );
+    this.#sent.push({ params, written, json });
+  }
+
+  /**
+   * The result of an effect of this attempt that committed, read as the journal would return it:
+   * step 1 of a second `ctx.effect` of the same name, whose mark may not be written yet.
+   */
+  committed(name: string): { result: unknown } | undefined {
+    const sent = this.#sent.find((s) => s.params.name === name);
+    return sent && { result: JSON.parse(sent.json) };
+  }
+
+  /**
+   * The marks the end must carry: those still queued, taken back from the batch, and those whose
+   * write failed. Waits for the ones in flight first, so the end never overtakes a mark. With
+   * `alone`, nothing is taken back: every mark is written before the end is (crash point C3's
+   * test needs the journal to say `committed` while the operation still runs).
+   */
+  async forEnd(alone: boolean): Promise<EffectMarkParams[]> {
+    if (this.#sent.length === 0) return [];
+    this.#taken = alone ? [] : this.journal.takeMarks(this.lease);
+    const taken = new Set(this.#taken.map((q) => q.item));
+    const failed: EffectMarkParams[] = [];
+    for (const s of this.#sent) {
+      if (taken.has(s.params)) continue;
+      try {
+        await s.written;
+      } catch {
+        failed.push(s.params);
+      }
+    }
+    return [...taken, ...failed];
+  }
+
+  /** The end was written (or refused): the marks it took are answered with it. */
+  ended(accepted: boolean): void {
+    this.#over = true;
+    for (const q of this.#taken.splice(0)) q.resolve(accepted);
+  }
+
+  /** The attempt writes nothing more (a lost lease, a simulated crash): queued marks are dropped. */
+  drop(): void {
+    this.#over = true;
+    if (this.#sent.length === 0) return;
+    for (const q of this.journal.takeMarks(this.lease)) q.resolve(false);
+  }
+}
