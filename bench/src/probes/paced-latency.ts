@@ -3,7 +3,8 @@
  * Enqueue→start latency at a steady rate, one engine that submits and works (as the `latency`
  * scenario runs SQLite), operations sent open-loop every `1000 / --rate` ms; p50 and p99 over
  * `--ops` after 100 untimed. With `--against <dist/index.js>` it alternates that build with this
- * one round by round, each round on a fresh store of its own.
+ * one round by round, each round on a fresh store of its own. Also prints the claiming store
+ * calls per operation, and how many of those came back empty.
  *
  *   node dist/probes/paced-latency.js [--store sqlite|pg] [--rate 200] [--ops 2000] [--rounds 6] [--against PATH]
  */
@@ -27,8 +28,26 @@ const builds = await loadBuilds(values.against);
 const input = z.object({ job: z.number().int() });
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
 
-async function round(s: Sluice): Promise<{ p50: number; p99: number }> {
-  const sluice = new s.Sluice({ store: freshStore(s, values.store, 'paced') });
+/** The store calls that claim, and how many of them came back empty. */
+function countClaims(store: object): { calls: number; empty: number } {
+  const count = { calls: 0, empty: 0 };
+  const methods = store as Record<string, (...args: unknown[]) => Promise<unknown>>;
+  for (const method of ['operationClaimMany', 'attemptFinishAndClaim']) {
+    const real = methods[method]!.bind(store);
+    methods[method] = async (...args: unknown[]) => {
+      const out = (await real(...args)) as { rows?: unknown[]; claim?: { rows: unknown[] } };
+      count.calls++;
+      if ((out.rows ?? out.claim?.rows ?? []).length === 0) count.empty++;
+      return out;
+    };
+  }
+  return count;
+}
+
+async function round(s: Sluice): Promise<{ p50: number; p99: number; claims: number; empty: number }> {
+  const store = freshStore(s, values.store, 'paced');
+  const claims = countClaims(store);
+  const sluice = new s.Sluice({ store });
   const started = new Map<number, number>();
   let all!: () => void;
   const done = new Promise<void>((resolve) => {
@@ -58,12 +77,19 @@ async function round(s: Sluice): Promise<{ p50: number; p99: number }> {
   await done;
   await sluice.close();
   const latency = sent.slice(WARM).map((at, k) => started.get(k + WARM)! - at);
-  return { p50: quantile(latency, 0.5), p99: quantile(latency, 0.99) };
+  return {
+    p50: quantile(latency, 0.5),
+    p99: quantile(latency, 0.99),
+    claims: claims.calls / n,
+    empty: claims.empty / n,
+  };
 }
 
 const results = await alternate(builds, Number(values.rounds), round);
 for (const [i, build] of builds.entries()) {
   const p50 = results[i]!.map((r) => r.p50.toFixed(2)).join(', ');
   const p99 = results[i]!.map((r) => r.p99.toFixed(2)).join(', ');
+  const claims = results[i]!.map((r) => `${r.claims.toFixed(2)} (${r.empty.toFixed(2)} empty)`).join(', ');
   console.log(`${build.label} ${values.store}: p50 ${p50} ms; p99 ${p99} ms (round by round)`);
+  console.log(`  claims per operation: ${claims}`);
 }
