@@ -19,6 +19,7 @@
  * heartbeat finds it so. One whose write failed is written again with the end; if the first write
  * did take effect, the second is refused by the effect's state and changes nothing.
  */
+import { JsonText } from '../core/json-text.js';
 import type { Queued } from '../runtime/batcher.js';
 import type { EffectMarkParams, LeaseRef } from '../store/types.js';
 import type { Journal } from './run-effect.js';
@@ -26,8 +27,6 @@ import type { Journal } from './run-effect.js';
 interface Sent {
   params: EffectMarkParams;
   written: Promise<boolean>;
-  /** The result as the journal will keep it: JSON, taken when the provider answered. */
-  json: string;
 }
 
 export class AttemptMarks {
@@ -44,12 +43,11 @@ export class AttemptMarks {
 
   /**
    * Queues a `committed` mark on the journal's next batch; the handler does not wait for it. The
-   * result is copied as JSON now: the handler may change the object it was given before the mark
-   * is written.
+   * result is copied as JSON text now (core/json-text.ts), which the store keeps as it is: the
+   * handler may change the object it was given before the mark is written.
    */
   add(mark: Extract<EffectMarkParams, { state: 'committed' }>): void {
-    const json = JSON.stringify(mark.result ?? null);
-    const params = { ...mark, result: JSON.parse(json) as unknown };
+    const params = { ...mark, result: new JsonText(JSON.stringify(mark.result ?? null)) };
     const written = this.journal.mark(params);
     written.then(
       (ok) => {
@@ -57,7 +55,7 @@ export class AttemptMarks {
       },
       () => {},
     );
-    this.#sent.push({ params, written, json });
+    this.#sent.push({ params, written });
   }
 
   /**
@@ -66,7 +64,7 @@ export class AttemptMarks {
    */
   committed(name: string): { result: unknown } | undefined {
     const sent = this.#sent.find((s) => s.params.name === name);
-    return sent && { result: JSON.parse(sent.json) };
+    return sent && { result: (sent.params as { result: JsonText }).result.value() };
   }
 
   /**

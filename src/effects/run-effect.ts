@@ -221,7 +221,16 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
   rt.checkAlive();
   let result: T;
   try {
-    result = await options.call({ key: row.key, signal: rt.stop.signal, send: row.sends });
+    const stop = rt.stop;
+    // The signal is made on first read (runtime/attempt.ts AttemptStop): a call that never reads
+    // it does not pay for an AbortController.
+    result = await options.call({
+      key: row.key,
+      get signal() {
+        return stop.signal;
+      },
+      send: row.sends,
+    });
   } catch (error) {
     rt.checkAlive();
     rt.onCall?.(

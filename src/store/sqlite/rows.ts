@@ -2,7 +2,9 @@
  * @module store/sqlite/rows
  * Maps SQLite rows (snake_case, JSON as text) to the store's row types.
  */
+
 import type { ErrorRecord } from '../../core/errors/index.js';
+import { JsonText } from '../../core/json-text.js';
 import type { OperationState } from '../../core/states.js';
 import type {
   AttemptOutcome,
@@ -213,5 +215,6 @@ export function toEventRow(r: RawEvent): EventRow {
 
 /** JSON text for a nullable column; `undefined` is stored as NULL. */
 export function jsonText(value: unknown): string | null {
+  if (value instanceof JsonText) return value.text === 'null' ? null : value.text;
   return value === undefined || value === null ? null : JSON.stringify(value);
 }
