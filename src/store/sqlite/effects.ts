@@ -185,27 +185,25 @@ export function effectMarkMany(ctx: SqliteContext, items: EffectMarkParams[]): b
  * → committed; absent, failed → released.
  */
 export function markOne(ctx: SqliteContext, p: EffectMarkParams, now: number): boolean {
+  return fence(ctx, p.lease) && markFenced(ctx, p, now);
+}
+
+/**
+ * The mark's write, once the caller has read the operation under the mark's lease in this
+ * transaction (`markOne`, or an end the mark rides with: finish.ts). One statement moves the row
+ * if its state allows and hands back the reservations it held, still in place (RETURNING shows
+ * the row as written, so the statement leaves that column to a second one, which only an
+ * effect that drew on a budget needs).
+ */
+export function markFenced(ctx: SqliteContext, p: EffectMarkParams, now: number): boolean {
   const { lease, name } = p;
-  if (!fence(ctx, lease)) return false;
-  const before = ctx
-    .stmt('SELECT state, reservations FROM effects WHERE tenant = ? AND op_id = ? AND name = ?')
-    .get(lease.tenant, lease.id, name) as { state: string; reservations: string | null } | undefined;
-  if (!before) return false;
-  if (
-    p.state === 'absent'
-      ? before.state !== 'pending'
-      : before.state !== 'pending' && before.state !== 'absent'
-  ) {
-    return false;
-  }
-  settleReservations(ctx, before.reservations, p.state === 'committed' ? 'commit' : 'release');
-  ctx
+  const moved = ctx
     .stmt(
-      `UPDATE effects SET state = ?, result = ?, reference = ?, error = ?, committed_at = ?, epoch = ?,
-         reservations = NULL
-       WHERE tenant = ? AND op_id = ? AND name = ?`,
+      `UPDATE effects SET state = ?, result = ?, reference = ?, error = ?, committed_at = ?, epoch = ?
+       WHERE tenant = ? AND op_id = ? AND name = ? AND (state = 'pending' OR (state = 'absent' AND ? <> 'absent'))
+       RETURNING reservations`,
     )
-    .run(
+    .get(
       p.state,
       p.state === 'committed' ? jsonText(p.result) : null,
       p.state === 'committed' ? p.reference : null,
@@ -215,6 +213,14 @@ export function markOne(ctx: SqliteContext, p: EffectMarkParams, now: number): b
       lease.tenant,
       lease.id,
       name,
-    );
+      p.state,
+    ) as { reservations: string | null } | undefined;
+  if (!moved) return false;
+  if (moved.reservations !== null) {
+    settleReservations(ctx, moved.reservations, p.state === 'committed' ? 'commit' : 'release');
+    ctx
+      .stmt('UPDATE effects SET reservations = NULL WHERE tenant = ? AND op_id = ? AND name = ?')
+      .run(lease.tenant, lease.id, name);
+  }
   return true;
 }

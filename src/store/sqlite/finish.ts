@@ -10,7 +10,7 @@ import type { OperationState } from '../../core/states.js';
 import { byteOrder } from '../byte-order.js';
 import type { AttemptOutcome, FinishParams, LeaseRef, LeaseStatus } from '../types.js';
 import type { SqliteContext } from './connection.js';
-import { markOne } from './effects.js';
+import { markFenced, markOne } from './effects.js';
 import { queueEnter, queueLeave } from './queue-counters.js';
 import { jsonText, type RawOperation } from './rows.js';
 
@@ -51,6 +51,8 @@ export function pastNoReturn(ctx: SqliteContext, tenant: string, id: string): bo
   );
 }
 
+const sameLease = (a: LeaseRef, b: LeaseRef) => a.tenant === b.tenant && a.id === b.id && a.epoch === b.epoch;
+
 /** The ended attempts of one (class, tenant) in a batch: its queue row moves once for them all. */
 interface Ended {
   cls: string;
@@ -70,9 +72,6 @@ interface Ended {
 export function finishMany(ctx: SqliteContext, items: FinishParams[]): boolean[] {
   if (items.length === 0) return [];
   return ctx.write((now) => {
-    // Effect marks riding with the ends go first: the ends' journal probes see them. What each
-    // answers is not kept: a mark is refused when its lease is lost, and so is its end.
-    for (const item of items) if (item.marks) for (const m of item.marks) markOne(ctx, m, now);
     const groups = new Map<string, Ended>();
     const out = items.map((item) => finishOne(ctx, item, now, groups));
     const ordered = [...groups.values()].sort(
@@ -126,6 +125,13 @@ function finishOne(ctx: SqliteContext, p: FinishParams, now: number, groups: Map
   const found = ctx.rawStmt(RUNNING).get(p.lease.tenant, p.lease.id, p.lease.epoch) as unknown[] | undefined;
   if (!found) return false;
   const op = runningOf(found);
+  // Effect marks riding with the end go first, so the end's look at the journal sees them; the
+  // read above is their fence too. A mark is refused when its lease is lost, and so is its end.
+  if (p.marks)
+    for (const m of p.marks) {
+      if (sameLease(m.lease, p.lease)) markFenced(ctx, m, now);
+      else markOne(ctx, m, now);
+    }
 
   let to: OperationState;
   let error: ErrorRecord | null = null;
