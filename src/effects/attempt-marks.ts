@@ -19,6 +19,7 @@
  * heartbeat finds it so. One whose write failed is written again with the end; if the first write
  * did take effect, the second is refused by the effect's state and changes nothing.
  */
+import { LeaseLost } from '../core/errors/index.js';
 import { JsonText } from '../core/json-text.js';
 import type { Queued } from '../runtime/batcher.js';
 import type { EffectMarkParams, LeaseRef } from '../store/types.js';
@@ -33,8 +34,8 @@ export class AttemptMarks {
   #sent: Sent[] = [];
   #taken: Array<Queued<EffectMarkParams, boolean>> = [];
   #over = false;
-  /** Told when a mark written alone is refused (the lease is lost) while the handler runs. */
-  onRefused: (() => void) | undefined;
+  /** Stopped when a mark written alone is refused (the lease is lost) while the handler runs. */
+  stop: { abort(reason: unknown): void } | undefined;
 
   constructor(
     private readonly journal: Journal,
@@ -51,11 +52,16 @@ export class AttemptMarks {
     const written = this.journal.mark(params);
     written.then(
       (ok) => {
-        if (!ok && !this.#over) this.onRefused?.();
+        if (!ok && !this.#over) this.stop?.abort(new LeaseLost(this.lease.id));
       },
       () => {},
     );
     this.#sent.push({ params, written });
+  }
+
+  /** Whether any mark was made: an attempt without effects has nothing to carry or wait for. */
+  get made(): boolean {
+    return this.#sent.length > 0;
   }
 
   /**
@@ -74,7 +80,6 @@ export class AttemptMarks {
    * test needs the journal to say `committed` while the operation still runs).
    */
   async forEnd(alone: boolean): Promise<EffectMarkParams[]> {
-    if (this.#sent.length === 0) return [];
     this.#taken = alone ? [] : this.journal.takeMarks(this.lease);
     const taken = new Set(this.#taken.map((q) => q.item));
     const failed: EffectMarkParams[] = [];

@@ -219,7 +219,7 @@ async function attemptOnce(env: AttemptEnv, row: OperationRow, claimNow: number)
   }
   // The effects' marks not yet written ride with the end (effects/attempt-marks.ts); a test that
   // crashes at C3 has them written first, as a handler that works on after its effects does.
-  const riding = await marks.forEnd(failpointArmed('operation.before-complete'));
+  const riding = marks.made ? await marks.forEnd(failpointArmed('operation.before-complete')) : undefined;
   try {
     await failpoint('operation.before-complete', info);
   } catch (error) {
@@ -229,7 +229,8 @@ async function attemptOnce(env: AttemptEnv, row: OperationRow, claimNow: number)
     }
     throw error;
   }
-  const params = { lease, ...end, ...(riding.length > 0 ? { marks: riding } : {}) } as FinishParams;
+  const params = { lease, ...end } as FinishParams;
+  if (riding && riding.length > 0) params.marks = riding;
   let accepted: boolean;
   try {
     accepted = await env.finish(params);
@@ -265,7 +266,7 @@ async function execute(
   marks: AttemptMarks,
 ): Promise<AttemptEnd | { outcome: 'succeeded'; result: unknown } | 'crashed'> {
   const stop = new AttemptStop();
-  marks.onRefused = () => stop.abort(new LeaseLost(row.id));
+  marks.stop = stop;
   const started = performance.now();
   const timeLimit = Math.min(kind.limits.attemptTimeoutMs, deadlineInMs ?? Number.POSITIVE_INFINITY);
   const byDeadline = deadlineInMs !== null && deadlineInMs <= kind.limits.attemptTimeoutMs;

@@ -86,7 +86,7 @@ describe('an attempt’s marks', () => {
     const { j, idle } = journal(async (items) => items.map(() => false));
     const marks = new AttemptMarks(j, lease);
     let refused = 0;
-    marks.onRefused = () => refused++;
+    marks.stop = { abort: () => refused++ };
     marks.add(mark('a'));
     await turn();
     await idle();
@@ -111,7 +111,7 @@ describe('an attempt’s marks', () => {
     const { j, sent, idle } = journal(async (items) => items.map(() => true));
     const marks = new AttemptMarks(j, lease);
     let refused = 0;
-    marks.onRefused = () => refused++;
+    marks.stop = { abort: () => refused++ };
     marks.add(mark('a'));
     marks.drop();
     await turn();
