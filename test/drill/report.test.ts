@@ -26,22 +26,12 @@ import {
 import { niceTicks } from '../../src/drill/report/scale.js';
 import type { DrillResult, Phase, Sample } from '../../src/drill/types.js';
 import { zeroSample } from '../helpers/drill-sample.js';
+import { prng } from '../helpers/seeded.js';
 
 // ---------------------------------------------------------------------------------------------
 // A synthetic drill shaped like drill/serve-config.ts's deployment: tenants north and bulk,
 // classes interactive and bulk, 3 workers, the `all` scenario's phases over 60 s, samples every
 // 200 ms; a seeded PRNG, so every run renders the same bytes.
-
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const PHASES: Phase[] = [
   { name: 'baseline', startMs: 0, endMs: 12_000 },

@@ -30,9 +30,10 @@
  */
 import type pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { isTerminal, type Operation } from '../../src/index.js';
 import { CRASH_POINTS } from '../../src/testing/index.js';
-import { chargeKey, processRig, type Rig } from '../helpers/process-rig.js';
+import { type ExpectedCharge, expectChargedOnce } from '../helpers/charged-once.js';
+import { processRig, type Rig } from '../helpers/process-rig.js';
+import { chaos } from '../helpers/seeded.js';
 import type { WorkerProcess } from '../helpers/worker-process.js';
 
 /** `PG_TORTURE_OPS` makes a longer soak run (raise PG_TORTURE_GUARD_MS with it). */
@@ -49,19 +50,7 @@ const STALL_MS = 30_000;
 const GUARD_MS = Number(process.env.PG_TORTURE_GUARD_MS ?? 150_000);
 const seed = Number(process.env.TORTURE_SEED ?? Date.now() % 1_000_000);
 
-/** mulberry32: a small seeded PRNG, so a run's random choices can be replayed. */
-function prng(s: number): () => number {
-  return () => {
-    s = (s + 0x6d2b79f5) | 0;
-    let t = Math.imul(s ^ (s >>> 15), 1 | s);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
-const random = prng(seed);
-const between = (lo: number, hi: number) => lo + Math.floor(random() * (hi - lo + 1));
-/** Chaos pacing: WHEN the next fault, wave or sample happens. Never used to wait for an outcome. */
-const pause = (lo: number, hi: number) => new Promise((r) => setTimeout(r, between(lo, hi)));
+const { random, between, pause } = chaos(seed);
 
 /** What the sampler learned about one lease (one operation, one epoch). */
 interface SeenLease {
@@ -173,10 +162,7 @@ describe(`PostgreSQL torture: random SIGKILLs of ${WORKERS} worker processes und
       sampling = await pgInfo.client();
       const sampler = leaseSampler(sampling, pgInfo.quoted);
 
-      const submitted = new Map<
-        string,
-        { tenant: string; id: string; invoice: number; amount_cents: number }
-      >();
+      const submitted = new Map<string, ExpectedCharge>();
       let done = false;
       let kills = 0;
       let failpointKills = 0;
@@ -289,47 +275,7 @@ describe(`PostgreSQL torture: random SIGKILLs of ${WORKERS} worker processes und
       expect(badExits).toEqual([]);
 
       // --- The history, checked like a total queue. ---
-      const stored = new Map<string, Operation>();
-      for (let cursor: string | undefined; ; ) {
-        const page = await sluice.list({ limit: 500, cursor });
-        for (const op of page.operations) stored.set(`${op.tenant}/${op.id}`, op);
-        if (!page.nextCursor) break;
-        cursor = page.nextCursor;
-      }
-      const lost = [...submitted.keys()].filter((k) => !stored.has(k));
-      const unexpected = [...stored.keys()].filter((k) => !submitted.has(k));
-      const notSucceeded = [...stored.values()].filter((o) => o.state !== 'succeeded');
-      expect(lost).toEqual([]);
-      expect(unexpected).toEqual([]);
-      expect(notSucceeded.map((o) => [o.tenant, o.id, o.state, o.error])).toEqual([]);
-      expect([...stored.values()].every((o) => isTerminal(o.state))).toBe(true);
-
-      const ledger = rig.provider.stub.ledger();
-      const byKey = new Map<string, typeof ledger>();
-      for (const c of ledger) byKey.set(c.key, [...(byKey.get(c.key) ?? []), c]);
-      const expectedKeys = new Map([...submitted.values()].map((s) => [chargeKey(s.tenant, s.id), s]));
-      expect([...byKey.keys()].filter((k) => !expectedKeys.has(k))).toEqual([]); // unexpected charges
-      expect(rig.provider.stub.doubleCharges()).toEqual([]);
-
-      const wrong: string[] = [];
-      for (const s of submitted.values()) {
-        const op = (await sluice.get(s, { include: ['effects'] }))!;
-        const charges = byKey.get(chargeKey(s.tenant, s.id)) ?? [];
-        const charge = charges[0];
-        const ok =
-          charges.length === 1 &&
-          charge!.params.tenant === s.tenant &&
-          charge!.params.invoice === s.invoice &&
-          charge!.amount_cents === s.amount_cents &&
-          (op.result as { charge?: string }).charge === charge!.id &&
-          op.effects?.length === 1 &&
-          op.effects[0]!.state === 'committed' &&
-          op.effects[0]!.reference === charge!.id;
-        if (!ok)
-          wrong.push(`${s.tenant}/${s.id}: ${charges.length} charges, effects ${JSON.stringify(op.effects)}`);
-      }
-      expect(wrong).toEqual([]);
-      expect(ledger).toHaveLength(OPS);
+      await expectChargedOnce(sluice, rig.provider.stub, submitted);
 
       // --- One live lease at a time. ---
       // 1. What the sampler saw, in itself.
@@ -444,7 +390,7 @@ describe(`PostgreSQL torture: random SIGKILLs of ${WORKERS} worker processes und
       console.log(
         `postgres torture: ops=${OPS} workers=${WORKERS} kills=${kills + failpointKills} (chaos ${kills}, at crash points ${failpointKills}) ` +
           `redeliveries=${redeliveries} (on ${redelivered} ops) retries=${retries} provider-calls=${calls} lookups=${rig.provider.stub.lookups} ` +
-          `charges=${ledger.length} double-charges=${rig.provider.stub.doubleCharges().length} lost=${lost.length} unexpected=${unexpected.length} ` +
+          `charges=${rig.provider.stub.ledger().length} double-charges=0 lost=0 unexpected=0 ` +
           `lease-samples=${sampler.samples} leases-seen=${[...sampler.seen.values()].reduce((n, m) => n + m.size, 0)} ` +
           `takeovers-seen=${takeoversSeen} double-leases=0 seed=${seed} in ${seconds}s`,
       );
