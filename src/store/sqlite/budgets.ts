@@ -77,10 +77,15 @@ export function checkMaxCalls(
   const row = ctx
     .stmt('SELECT coalesce(sum(sends), 0) AS n FROM effects WHERE tenant = ? AND op_id = ?')
     .get(tenant, id) as { n: number };
-  if (row.n + 1 > maxCalls) {
+  checkCallLimit(id, row.n, maxCalls);
+}
+
+/** The same, for a caller that has read the operation's requests so far (`made`) itself. */
+export function checkCallLimit(id: string, made: number, maxCalls: number | undefined): void {
+  if (maxCalls !== undefined && made + 1 > maxCalls) {
     throw new OperationLimitExceeded(
       'provider-calls',
-      `operation ${id} has made ${row.n} provider requests; its limit is ${maxCalls}`,
+      `operation ${id} has made ${made} provider requests; its limit is ${maxCalls}`,
     );
   }
 }

@@ -23,7 +23,13 @@ import type {
   LeaseRef,
   Settled,
 } from '../types.js';
-import { checkMaxCalls, drawBudgets, type Reservation, settleReservations } from './budgets.js';
+import {
+  checkCallLimit,
+  checkMaxCalls,
+  drawBudgets,
+  type Reservation,
+  settleReservations,
+} from './budgets.js';
 import type { SqliteContext } from './connection.js';
 import { jsonText, type RawEffect, toEffectRow } from './rows.js';
 
@@ -71,17 +77,25 @@ export function effectBeginMany(
 /** Every refusal throws before the first write: `effectBeginMany` relies on it. */
 function beginOne(ctx: SqliteContext, p: EffectBeginParams, now: number): EffectBeginResult {
   const { lease } = p;
+  // The fence, the cancel, whether the effect has a row, and the requests made so far: one read.
   const op = ctx
-    .stmt(`SELECT cancel FROM operations WHERE tenant = ? AND id = ? AND epoch = ? AND state = 'running'`)
-    .get(lease.tenant, lease.id, lease.epoch) as { cancel: string | null } | undefined;
+    .stmt(
+      `SELECT o.cancel,
+              EXISTS (SELECT 1 FROM effects e WHERE e.tenant = o.tenant AND e.op_id = o.id AND e.name = ?) AS found,
+              (SELECT coalesce(sum(e.sends), 0) FROM effects e WHERE e.tenant = o.tenant AND e.op_id = o.id) AS made
+         FROM operations o WHERE o.tenant = ? AND o.id = ? AND o.epoch = ? AND o.state = 'running'`,
+    )
+    .get(p.name, lease.tenant, lease.id, lease.epoch) as
+    | { cancel: string | null; found: number; made: number }
+    | undefined;
   if (!op) throw new LeaseLost(lease.id);
   if (op.cancel === 'requested') throw new CancelRequested(lease.id);
-  const existing = getEffect(ctx, lease, p.name);
+  const existing = op.found ? getEffect(ctx, lease, p.name) : undefined;
   // Step 2, before anything is written: a refusal leaves the transaction as it found it
   // (drawBudgets checks every charge before it applies one).
   let reservations: Reservation[] = [];
   if (!existing) {
-    checkMaxCalls(ctx, lease.tenant, lease.id, p.maxCalls);
+    checkCallLimit(lease.id, op.made, p.maxCalls);
     reservations = drawBudgets(ctx, now, { spend: p.spend, rates: p.rates });
   }
   // The operation's point of no return for cancel, under the fence just read.
