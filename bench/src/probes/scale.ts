@@ -7,10 +7,11 @@
  * processes, each `sluice.worker({ defaultSlots })` and nothing else set, drain it together,
  * timed from the moment all of them are told to start until the last operation has run. It
  * prints operations/s, the workers' Node CPU per operation, and how busy the machine's cores were
- * over the drain (/proc/stat: every process, the database server's included).
+ * over the drain (/proc/stat: every process, the database server's included). With `--effect`
+ * the handler's wait is one journaled effect (`ctx.effect`) whose call answers after it.
  *
  *   node dist/probes/scale.js [--store pg|sqlite] [--ops 10000] [--processes 1,2] [--slots 32]
- *                             [--handler-ms 0] [--rounds 3]
+ *                             [--handler-ms 0] [--effect] [--rounds 3]
  *
  * Each item of a comma-separated list is a case; the cases take turns round by round.
  */
@@ -34,6 +35,7 @@ const childSpec = z.object({
   where: z.string(),
   slots: z.number().int().positive(),
   handlerMs: z.number().nonnegative(),
+  effect: z.boolean(),
 });
 type ChildSpec = z.infer<typeof childSpec>;
 
@@ -50,8 +52,17 @@ async function child(spec: ChildSpec): Promise<void> {
   const engine = new s.Sluice({ store });
   engine.define('noop', {
     input: noop,
-    run: async () => {
-      if (spec.handlerMs > 0) await wait(spec.handlerMs);
+    run: async (_, ctx) => {
+      if (!spec.effect) {
+        if (spec.handlerMs > 0) await wait(spec.handlerMs);
+        return undefined;
+      }
+      return ctx.effect<{ id: string }>('charge', {
+        call: async ({ key }) => {
+          if (spec.handlerMs > 0) await wait(spec.handlerMs);
+          return { id: key };
+        },
+      });
     },
   });
   const worker = engine.worker({ defaultSlots: spec.slots });
@@ -134,6 +145,7 @@ async function run(
   processes: number,
   slots: number,
   handlerMs: number,
+  effect: boolean,
 ): Promise<Outcome> {
   const where =
     kind === 'sqlite' ? join(mkdtempSync(join(tmpdir(), 'scale-')), 'sluice.db') : freshSchema('scale');
@@ -142,7 +154,7 @@ async function run(
   await store.migrate();
   await backlog(s, store, n);
 
-  const spec: ChildSpec = { store: kind, where, slots, handlerMs };
+  const spec: ChildSpec = { store: kind, where, slots, handlerMs, effect };
   const children: ChildProcess[] = [];
   const done: number[] = [];
   const cpus: number[] = [];
@@ -209,6 +221,7 @@ async function main(): Promise<void> {
       processes: { type: 'string', default: '1,2' },
       slots: { type: 'string', default: '32' },
       'handler-ms': { type: 'string', default: '0' },
+      effect: { type: 'boolean', default: false },
       rounds: { type: 'string', default: '3' },
     },
   });
@@ -225,14 +238,14 @@ async function main(): Promise<void> {
     if (r % 2 === 1) order.reverse();
     for (const i of order) {
       const c = cases[i]!;
-      results[i]!.push(await run(s, kind, n, c.p, c.sl, c.h));
+      results[i]!.push(await run(s, kind, n, c.p, c.sl, c.h, values.effect));
     }
   }
   for (const [i, c] of cases.entries()) {
     const rs = results[i]!;
     const med = (get: (o: Outcome) => number) => quantile(rs.map(get), 0.5);
     console.log(
-      `${kind} processes=${c.p} slots=${c.sl} handler=${c.h}ms: ${Math.round(med((o) => o.rate))} ops/s ` +
+      `${kind} processes=${c.p} slots=${c.sl} handler=${c.h}ms${values.effect ? ' (one effect)' : ''}: ${Math.round(med((o) => o.rate))} ops/s ` +
         `(${rs.map((o) => Math.round(o.rate)).join(', ')}), workers' Node CPU ${Math.round(med((o) => o.cpu))} µs/op, ` +
         `cores busy ${Math.round(100 * med((o) => o.busy))}%`,
     );
