@@ -4,14 +4,17 @@
  * process, and how long a handler waits (a provider's answer, `--handler-ms`, a timer). For each
  * combination of the lists given, a fresh store gets a backlog of `--ops` operations (spread over
  * tenants of at most 5,000 each: one tenant may hold 10,000 waiting), then `--processes` worker
- * processes, each `sluice.worker({ defaultSlots })` and nothing else set, drain it together,
- * timed from the moment all of them are told to start until the last operation has run. It
- * prints operations/s, the workers' Node CPU per operation, and how busy the machine's cores were
- * over the drain (/proc/stat: every process, the database server's included). With `--effect`
- * the handler's wait is one journaled effect (`ctx.effect`) whose call answers after it.
+ * processes, each `sluice.worker({ defaultSlots })` (its warm-up class aside) and nothing else
+ * set, drain it together, timed from the moment all of them are told to start until the last
+ * operation has run. Each process first runs `--warm` operations of its own, untimed, with the
+ * same handler and store calls: a long-running worker is warm, and a new one's first thousands of
+ * operations run slower (docs/operations.md, "Sizing a worker"). It prints operations/s, the
+ * workers' Node CPU per operation, and how busy the machine's cores were over the drain
+ * (/proc/stat: every process, the database server's included). With `--effect` the handler's
+ * wait is one journaled effect (`ctx.effect`) whose call answers after it.
  *
  *   node dist/probes/scale.js [--store pg|sqlite] [--ops 10000] [--processes 1,2] [--slots 32]
- *                             [--handler-ms 0] [--effect] [--rounds 3]
+ *                             [--handler-ms 0] [--effect] [--warm 10000] [--rounds 3]
  *
  * Each item of a comma-separated list is a case; the cases take turns round by round.
  */
@@ -36,12 +39,17 @@ const childSpec = z.object({
   slots: z.number().int().positive(),
   handlerMs: z.number().nonnegative(),
   effect: z.boolean(),
+  /** This process's number, which names its warm-up kind and class. */
+  index: z.number().int().nonnegative(),
+  /** Operations of its own it runs before it says it is ready. */
+  warm: z.number().int().nonnegative(),
 });
 type ChildSpec = z.infer<typeof childSpec>;
 
 type FromChild = { ready: true } | { done: number } | { cpuMicros: number };
 
 const noop = z.object({ i: z.number() });
+const warmKindOf = (index: number) => `warm${index}`;
 
 async function child(spec: ChildSpec): Promise<void> {
   const { sluice: s } = await loadSluice();
@@ -50,22 +58,35 @@ async function child(spec: ChildSpec): Promise<void> {
       ? s.sqliteStore({ path: spec.where })
       : s.postgresStore({ ...pgOptions(), schema: spec.where });
   const engine = new s.Sluice({ store });
-  engine.define('noop', {
-    input: noop,
-    run: async (_, ctx) => {
-      if (!spec.effect) {
+  const run = async (_: unknown, ctx: SluiceModule.OperationContext) => {
+    if (!spec.effect) {
+      if (spec.handlerMs > 0) await wait(spec.handlerMs);
+      return undefined;
+    }
+    return ctx.effect<{ id: string }>('charge', {
+      call: async ({ key }) => {
         if (spec.handlerMs > 0) await wait(spec.handlerMs);
-        return undefined;
-      }
-      return ctx.effect<{ id: string }>('charge', {
-        call: async ({ key }) => {
-          if (spec.handlerMs > 0) await wait(spec.handlerMs);
-          return { id: key };
-        },
+        return { id: key };
+      },
+    });
+  };
+  engine.define('noop', { input: noop, run });
+  // A long-running worker is warm: the same handler and store calls first run in a class of this
+  // process's own, untimed, so that a new process's slower start is not counted as processing.
+  const warmKind = warmKindOf(spec.index);
+  engine.define(warmKind, { input: noop, class: warmKind, run });
+  if (spec.warm > 0) {
+    const warmer = engine.worker({ defaultSlots: 0, slots: { [warmKind]: spec.slots } });
+    let warmed = 0;
+    await new Promise<void>((resolve) => {
+      warmer.on('attempt', () => {
+        if (++warmed === spec.warm) resolve();
       });
-    },
-  });
-  const worker = engine.worker({ defaultSlots: spec.slots });
+      warmer.start();
+    });
+    await warmer.stop();
+  }
+  const worker = engine.worker({ defaultSlots: spec.slots, slots: { [warmKind]: 0 } });
   let done = 0;
   let reporting = false;
   worker.on('attempt', (e) => {
@@ -120,21 +141,26 @@ interface Outcome {
   busy: number;
 }
 
-async function backlog(s: typeof SluiceModule, store: SluiceModule.Store, n: number): Promise<void> {
+/** `n` operations to time, and `warm` of each worker process's own warm-up kind. */
+async function backlog(
+  s: typeof SluiceModule,
+  store: SluiceModule.Store,
+  n: number,
+  processes: number,
+  warm: number,
+): Promise<void> {
   const engine = new s.Sluice({ store });
   engine.define('noop', { input: noop, run: async () => {} });
-  for (let i = 0; i < n; i += 500)
-    await Promise.all(
-      Array.from({ length: Math.min(500, n - i) }, (_, k) => {
-        const j = i + k;
-        return engine.submit({
-          tenant: `t${Math.floor(j / PER_TENANT)}`,
-          id: `o${j}`,
-          kind: 'noop',
-          input: { i: j },
-        });
-      }),
-    );
+  const items: { tenant: string; id: string; kind: string; input: { i: number } }[] = [];
+  for (let c = 0; c < processes; c++) {
+    const kind = warmKindOf(c);
+    engine.define(kind, { input: noop, class: kind, run: async () => {} });
+    for (let j = 0; j < warm; j++) items.push({ tenant: `w${c}`, id: `w${j}`, kind, input: { i: j } });
+  }
+  for (let j = 0; j < n; j++)
+    items.push({ tenant: `t${Math.floor(j / PER_TENANT)}`, id: `o${j}`, kind: 'noop', input: { i: j } });
+  for (let i = 0; i < items.length; i += 500)
+    await Promise.all(items.slice(i, i + 500).map((item) => engine.submit(item)));
   await engine.close();
 }
 
@@ -146,15 +172,15 @@ async function run(
   slots: number,
   handlerMs: number,
   effect: boolean,
+  warm: number,
 ): Promise<Outcome> {
   const where =
     kind === 'sqlite' ? join(mkdtempSync(join(tmpdir(), 'scale-')), 'sluice.db') : freshSchema('scale');
   const store =
     kind === 'sqlite' ? s.sqliteStore({ path: where }) : s.postgresStore({ ...pgOptions(), schema: where });
   await store.migrate();
-  await backlog(s, store, n);
+  await backlog(s, store, n, processes, warm);
 
-  const spec: ChildSpec = { store: kind, where, slots, handlerMs, effect };
   const children: ChildProcess[] = [];
   const done: number[] = [];
   const cpus: number[] = [];
@@ -171,6 +197,7 @@ async function run(
   let ended = 0;
   const readies: Promise<void>[] = [];
   for (let c = 0; c < processes; c++) {
+    const spec: ChildSpec = { store: kind, where, slots, handlerMs, effect, index: c, warm };
     const ch = fork(fileURLToPath(import.meta.url), ['--child', JSON.stringify(spec)], {
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
@@ -222,11 +249,13 @@ async function main(): Promise<void> {
       slots: { type: 'string', default: '32' },
       'handler-ms': { type: 'string', default: '0' },
       effect: { type: 'boolean', default: false },
+      warm: { type: 'string', default: '10000' },
       rounds: { type: 'string', default: '3' },
     },
   });
   const kind = z.enum(['pg', 'sqlite']).parse(values.store);
   const n = z.coerce.number().int().positive().parse(values.ops);
+  const warm = z.coerce.number().int().nonnegative().parse(values.warm);
   const list = (v: string) => v.split(',').map((x) => z.coerce.number().nonnegative().parse(x));
   const cases = list(values.processes).flatMap((p) =>
     list(values.slots).flatMap((sl) => list(values['handler-ms']).map((h) => ({ p, sl, h }))),
@@ -238,7 +267,7 @@ async function main(): Promise<void> {
     if (r % 2 === 1) order.reverse();
     for (const i of order) {
       const c = cases[i]!;
-      results[i]!.push(await run(s, kind, n, c.p, c.sl, c.h, values.effect));
+      results[i]!.push(await run(s, kind, n, c.p, c.sl, c.h, values.effect, warm));
     }
   }
   for (const [i, c] of cases.entries()) {
