@@ -32,6 +32,22 @@ export function queueEnter(
     maxRunning: limits?.maxRunning ?? null,
     maxWaiting: limits?.maxWaiting ?? null,
   };
+  // Most entries find the tenant with ready work due no later than theirs and its limits as they
+  // are: only the counters move. SQLite rewrites a row's entry in an index whenever a statement
+  // assigns one of its columns, even to the value it holds, so the general UPDATE below, which
+  // assigns `vtime` and `ready_at`, would dirty a page of `queues_schedule` on every submit.
+  const counted = ctx
+    .stmt(
+      `UPDATE queues SET waiting = waiting + @count, running = running - @leftRunning
+       WHERE class = @class AND tenant = @tenant AND ready_at IS NOT NULL AND ready_at <= @runAfter
+         AND (NOT @setLimits
+              OR (weight = @weight AND max_running IS @maxRunning AND max_waiting IS @maxWaiting))`,
+    )
+    .run(params);
+  if (counted.changes > 0) {
+    classWaiting(ctx, cls, count);
+    return;
+  }
   // The row exists after a tenant's first operation in the class: an UPDATE, and the INSERT (whose
   // least-served look runs on every execution) only for a first one. SQLite serialises writers,
   // so nothing can create the row between the two.

@@ -121,9 +121,43 @@ export function schedulingCases(t: CaseRegistry): void {
       // Both have had three operations at weight 10: a tie, which goes to the first by name.
       expect(await servedInTurn(store, 2)).toEqual(['Alpha', 'Bravo']);
     });
+
+    g.test("a tenant's ready time moves earlier as work enters, never later", async (fx) => {
+      const { store, clock } = fx;
+      await store.operationSubmitMany([submitParams({ tenant: 'North', id: 'later', delayMs: 60_000 })]);
+      expect(await claim(store, { limit: 5 })).toEqual([]);
+      // Work due now behind work due later: the tenant is ready now.
+      await store.operationSubmitMany([submitParams({ tenant: 'North', id: 'now' })]);
+      // Work due later behind work due now: still ready now, for the work due now only.
+      await store.operationSubmitMany([submitParams({ tenant: 'North', id: 'latest', delayMs: 120_000 })]);
+      expect((await claim(store, { limit: 5 })).map((r) => r.id)).toEqual(['now']);
+      clock.advance(60_000);
+      expect((await claim(store, { limit: 5 })).map((r) => r.id)).toEqual(['later']);
+      clock.advance(60_000);
+      expect((await claim(store, { limit: 5 })).map((r) => r.id)).toEqual(['latest']);
+    });
   });
 
   t.group('tenant limits', (g) => {
+    g.test('limits sent with a submit replace the ones the tenant had', async ({ store }) => {
+      await enqueue(store, 'North', 3);
+      // The same weight, a cap now: only the cap changes, and it holds for the work queued before.
+      await store.operationSubmitMany([
+        submitParams({ tenant: 'North', id: 'capped', limits: { weight: 1, maxRunning: 1 } }),
+      ]);
+      expect(await claim(store, { limit: 10 })).toHaveLength(1);
+      expect(await running(store, 'North')).toBe(1);
+      // Sent again as they are, they change nothing; lifted, the rest may run.
+      await store.operationSubmitMany([
+        submitParams({ tenant: 'North', id: 'same', limits: { weight: 1, maxRunning: 1 } }),
+      ]);
+      expect(await claim(store, { limit: 10 })).toEqual([]);
+      await store.operationSubmitMany([
+        submitParams({ tenant: 'North', id: 'lifted', limits: { weight: 1, maxRunning: null } }),
+      ]);
+      expect(await claim(store, { limit: 10 })).toHaveLength(5);
+    });
+
     g.test('maxRunning is never exceeded by claims, whoever claims', async ({ store }) => {
       await enqueue(store, 'North', 5, { limits: { maxRunning: 2 } });
       await enqueue(store, 'South', 3);
