@@ -107,6 +107,7 @@ describe('migrations', () => {
         { version: 13, name: 'tenant_settled' },
         { version: 14, name: 'class_entered' },
         { version: 15, name: 'claim_epoch_random' },
+        { version: 16, name: 'attempts_by_seq' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace

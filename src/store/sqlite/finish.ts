@@ -202,12 +202,11 @@ function finishOne(ctx: SqliteContext, p: FinishParams, now: number, groups: Map
     );
   ctx
     .stmt(
-      `INSERT INTO attempts (tenant, op_id, epoch, attempt, owner, started_at, ended_at, outcome, error, retry_delay_ms)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      `INSERT INTO attempts (op_seq, epoch, attempt, owner, started_at, ended_at, outcome, error, retry_delay_ms)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     )
     .run(
-      op.tenant,
-      op.id,
+      op.seq,
       op.epoch,
       op.attempt,
       op.lease_owner,

@@ -111,7 +111,12 @@ export function sqliteStore(options: SqliteOptions): SqliteStore {
       resolve(() =>
         (
           ctx.read(() =>
-            ctx.stmt('SELECT * FROM attempts WHERE tenant = ? AND op_id = ? ORDER BY epoch').all(tenant, id),
+            ctx
+              .stmt(
+                `SELECT o.tenant, o.id AS op_id, a.* FROM operations o JOIN attempts a ON a.op_seq = o.seq
+                 WHERE o.tenant = ? AND o.id = ? ORDER BY a.epoch`,
+              )
+              .all(tenant, id),
           ) as RawAttempt[]
         ).map(toAttemptRow),
       ),

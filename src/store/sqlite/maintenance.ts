@@ -53,12 +53,11 @@ export function rescue(ctx: SqliteContext, p: RescueParams): RescuedOperation[] 
         );
       ctx
         .stmt(
-          `INSERT INTO attempts (tenant, op_id, epoch, attempt, owner, started_at, ended_at, outcome, error)
-           VALUES (?, ?, ?, ?, ?, ?, ?, 'lease-expired', ?)`,
+          `INSERT INTO attempts (op_seq, epoch, attempt, owner, started_at, ended_at, outcome, error)
+           VALUES (?, ?, ?, ?, ?, ?, 'lease-expired', ?)`,
         )
         .run(
-          op.tenant,
-          op.id,
+          op.seq,
           op.epoch,
           op.attempt,
           op.lease_owner,
@@ -97,7 +96,7 @@ export function purge(ctx: SqliteContext, p: PurgeParams): { purged: number; tom
            VALUES (?, ?, ?, ?, ?, ?, ?)`,
         )
         .run(op.tenant, op.id, op.kind, op.digest, op.state, op.finished_at, now);
-      ctx.stmt('DELETE FROM attempts WHERE tenant = ? AND op_id = ?').run(op.tenant, op.id);
+      ctx.stmt('DELETE FROM attempts WHERE op_seq = ?').run(op.seq);
       ctx.stmt('DELETE FROM effects WHERE tenant = ? AND op_id = ?').run(op.tenant, op.id);
       ctx.stmt('DELETE FROM events WHERE tenant = ? AND op_id = ?').run(op.tenant, op.id);
       ctx.stmt('DELETE FROM operations WHERE seq = ?').run(op.seq);
