@@ -292,8 +292,9 @@ describe(`PostgreSQL torture: random SIGKILLs of ${WORKERS} worker processes und
         ended_at: string;
         outcome: string;
       }>(
-        `SELECT tenant, op_id, epoch::float8 AS epoch, owner, started_at, ended_at, outcome
-           FROM ${pgInfo.quoted}.attempts ORDER BY tenant, op_id, epoch`,
+        `SELECT o.tenant, o.id AS op_id, a.epoch::float8 AS epoch, a.owner, a.started_at, a.ended_at, a.outcome
+           FROM ${pgInfo.quoted}.attempts a JOIN ${pgInfo.quoted}.operations o ON o.seq = a.op_seq
+          ORDER BY o.tenant, o.id, a.epoch`,
       );
       const { rows: epochRows } = await client.query<{
         tenant: string;

@@ -108,6 +108,7 @@ describe('migrations', () => {
         { version: 14, name: 'class_entered' },
         { version: 15, name: 'claim_epoch_random' },
         { version: 16, name: 'attempts_by_seq' },
+        { version: 17, name: 'attempts_by_seq_pg' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
@@ -132,6 +133,56 @@ describe('migrations', () => {
     } finally {
       await client.end();
     }
+  });
+
+  it("keeps an operation's attempts by its seq, carrying those of a schema from before version 17", async () => {
+    const schema = db.freshSchema();
+    const store = db.store({ schema });
+    await store.migrate();
+    // Two operations whose ids sort against their order; one retried, then ended.
+    await store.operationSubmitMany([item({ id: 'zz' }), item({ id: 'aa' })]);
+    const claimOf = async () =>
+      (await store.operationClaimMany({ class: 'default', owner: 'w', limit: 2, leaseMs: 30_000 })).rows;
+    const lease = (r: OperationRow) => ({ tenant: r.tenant, id: r.id, epoch: r.epoch });
+    const [zz, aa] = await claimOf();
+    const error = { code: 'boom', message: 'boom' };
+    await store.attemptFinishMany([
+      { lease: lease(zz!), outcome: 'retry', error, delayMs: 0 },
+      { lease: lease(aa!), outcome: 'dead', error },
+    ]);
+    const [again] = await claimOf();
+    await store.attemptFinishMany([{ lease: lease(again!), outcome: 'succeeded', result: 7 }]);
+    const list = () => Promise.all(['zz', 'aa'].map((id) => store.attemptList({ tenant: 'North', id })));
+    const before = await list();
+    expect(before.map((as) => as.map((a) => [a.id, a.attempt, a.outcome]))).toEqual([
+      [
+        ['zz', 1, 'retry'],
+        ['zz', 2, 'succeeded'],
+      ],
+      [['aa', 1, 'dead']],
+    ]);
+    const client = await db.client();
+    try {
+      const s = `"${schema}"`;
+      // The table as version 16 left it: keyed by (tenant, op_id, epoch).
+      await client.query(`BEGIN;
+        ALTER TABLE ${s}.attempts ADD COLUMN tenant text COLLATE "C", ADD COLUMN op_id text COLLATE "C";
+        UPDATE ${s}.attempts a SET tenant = o.tenant, op_id = o.id FROM ${s}.operations o WHERE o.seq = a.op_seq;
+        ALTER TABLE ${s}.attempts DROP CONSTRAINT attempts_pkey, DROP COLUMN op_seq;
+        ALTER TABLE ${s}.attempts ADD PRIMARY KEY (tenant, op_id, epoch);
+        DELETE FROM ${s}.migrations WHERE version = 17;
+        COMMIT;`);
+      await store.migrate();
+      const key = await client.query(
+        `SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+          WHERE i.indrelid = $1::regclass AND i.indisprimary ORDER BY array_position(i.indkey::int2[], a.attnum)`,
+        [`${s}.attempts`],
+      );
+      expect(key.rows.map((r) => r.attname)).toEqual(['op_seq', 'epoch']);
+    } finally {
+      await client.end();
+    }
+    expect(await list()).toEqual(before);
   });
 
   it('refuses a schema name that is not a plain identifier', () => {

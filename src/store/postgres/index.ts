@@ -120,10 +120,11 @@ export function postgresStore(options: PostgresOptions): PostgresStore {
     operationList: async (p) => (await list(p)).map(toOperationRow),
     attemptList: async ({ tenant, id }) =>
       (
-        await ctx.query<PgRow>('SELECT * FROM {s}.attempts WHERE tenant = $1 AND op_id = $2 ORDER BY epoch', [
-          tenant,
-          id,
-        ])
+        await ctx.query<PgRow>(
+          `SELECT o.tenant, o.id AS op_id, a.* FROM {s}.operations o JOIN {s}.attempts a ON a.op_seq = o.seq
+            WHERE o.tenant = $1 AND o.id = $2 ORDER BY a.epoch`,
+          [tenant, id],
+        )
       ).map(toAttemptRow),
     effectList: async ({ tenant, id }) =>
       (

@@ -105,11 +105,10 @@ export function rescue(ctx: PgContext, p: RescueParams): Promise<RescuedOperatio
         ],
       );
       await q(
-        `INSERT INTO {s}.attempts (tenant, op_id, epoch, attempt, owner, started_at, ended_at, outcome, error)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, 'lease-expired', $8)`,
+        `INSERT INTO {s}.attempts (op_seq, epoch, attempt, owner, started_at, ended_at, outcome, error)
+         VALUES ($1, $2, $3, $4, $5, $6, 'lease-expired', $7)`,
         [
-          op.tenant,
-          op.id,
+          op.seq,
           op.epoch,
           op.attempt,
           op.lease_owner,
@@ -171,7 +170,7 @@ export function purge(
     if (old.length > 0) {
       await q(
         `WITH k AS (SELECT * FROM unnest($1::text[], $2::text[]) AS k(tenant, id)),
-              a AS (DELETE FROM {s}.attempts x USING k WHERE x.tenant = k.tenant AND x.op_id = k.id),
+              a AS (DELETE FROM {s}.attempts x WHERE x.op_seq = ANY ($3::bigint[])),
               e AS (DELETE FROM {s}.effects x USING k WHERE x.tenant = k.tenant AND x.op_id = k.id),
               v AS (DELETE FROM {s}.events x USING k WHERE x.tenant = k.tenant AND x.op_id = k.id),
               o AS (DELETE FROM {s}.operations x WHERE x.seq = ANY ($3::bigint[]))
