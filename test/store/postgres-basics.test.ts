@@ -109,6 +109,7 @@ describe('migrations', () => {
         { version: 15, name: 'claim_epoch_random' },
         { version: 16, name: 'attempts_by_seq' },
         { version: 17, name: 'attempts_by_seq_pg' },
+        { version: 18, name: 'submit_batch_linear' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
@@ -224,6 +225,43 @@ describe('submit', () => {
     expect((counts.existing ?? 0) + (counts.conflict ?? 0)).toBe(23);
     expect(await stores[0]!.queueStats()).toEqual([
       { class: 'default', tenant: 'North', waiting: 1, running: 0 },
+    ]);
+  });
+
+  it('resolves batches racing on the same ids to one operation each, the rest answered in place', async () => {
+    // Batches that send no limits lock no queue row before their INSERT, so each one's lookups
+    // run before the others commit, and the INSERT then finds some of its ids taken: those items
+    // must answer from the committed rows, in their places in the batch.
+    const stores = await processes(3, { poolSize: 2 });
+    await Promise.all(stores.flatMap((st) => [st.queueStats(), st.queueStats()]));
+    const outcomes: Array<{ id: string; status: string }> = [];
+    for (let round = 0; round < 8; round++) {
+      const batches = Array.from({ length: 6 }, (_, b) =>
+        Array.from({ length: 20 }, (_, i) => {
+          const id = `r${round}-${(i + 5 * b) % 30}`;
+          return item({ id, input: { n: b % 3 === 2 ? 9 : 1 } });
+        }),
+      );
+      const answers = await Promise.all(batches.map((items, b) => stores[b % 3]!.operationSubmitMany(items)));
+      answers.forEach((answer, b) => {
+        expect(answer).toHaveLength(20);
+        answer.forEach((o, i) => {
+          const sent = batches[b]![i]!;
+          const row =
+            o.status === 'created' || o.status === 'existing' || o.status === 'conflict' ? o.row : undefined;
+          expect(row?.id).toBe(sent.id);
+          // Conflict: the committed input is not the one sent; existing and created: it is.
+          if (o.status === 'conflict') expect(row!.digest).not.toBe(sent.digest);
+          else expect(row?.digest).toBe(sent.digest);
+          outcomes.push({ id: sent.id, status: o.status });
+        });
+      });
+    }
+    const created = outcomes.filter((o) => o.status === 'created').map((o) => o.id);
+    const ids = new Set(outcomes.map((o) => o.id));
+    expect(created.sort()).toEqual([...ids].sort());
+    expect(await stores[0]!.queueStats()).toEqual([
+      { class: 'default', tenant: 'North', waiting: ids.size, running: 0 },
     ]);
   });
 
