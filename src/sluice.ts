@@ -22,6 +22,7 @@ import {
   OperationConflict,
   OperationExpired,
   OperationNotFound,
+  type SluiceError,
   UnknownKind,
   WaitTimeout,
 } from './core/errors/index.js';
@@ -90,6 +91,19 @@ export interface SubmitResult {
   operation: Operation;
   /** False when the id was already accepted with the same input: this is that operation. */
   created: boolean;
+}
+
+/** The most requests one `submitMany` call takes. */
+export const MAX_SUBMIT_MANY = 1000;
+
+/** One request's answer in `submitMany`: its result, or the error `submit` would have thrown. */
+export type SubmitManyResult = ({ ok: true } & SubmitResult) | { ok: false; error: SluiceError };
+
+/** A request checked and ready for the store. */
+interface Prepared {
+  params: SubmitParams;
+  /** The tenant's waiting cap it was sent with, to estimate a retry after a refusal. */
+  tenantMaxWaiting: number | null;
 }
 
 export interface ListRequest {
@@ -210,32 +224,69 @@ export class Sluice {
    * @throws InputTooLarge, InputInvalid, InputNotJson, UnknownKind, InvalidArgument, CapacityExceeded
    */
   async submit(request: SubmitRequest, options: SubmitOptions = {}): Promise<SubmitResult> {
+    let result: SubmitResult;
     try {
-      const result = await this.accept(request, options);
-      const op = result.operation;
-      this.events.emit('submitted', {
-        tenant: op.tenant,
-        id: op.id,
-        kind: op.kind,
-        class: op.class,
-        created: result.created,
-      });
-      return result;
+      const prepared = await this.prepare(request);
+      // Inside the caller's transaction the submit cannot join a batch: it commits with theirs.
+      const outcome =
+        options.tx === undefined
+          ? await this.submitter.add(prepared.params)
+          : (await this.store.operationSubmitMany([prepared.params], { tx: options.tx }))[0]!;
+      result = this.answer(outcome, prepared);
     } catch (error) {
-      if (isSluiceError(error)) {
-        const kind = typeof request?.kind === 'string' ? request.kind : '';
-        this.events.emit('rejected', {
-          tenant: typeof request?.tenant === 'string' ? request.tenant : '',
-          kind,
-          class: this.kinds.get(kind)?.class ?? null,
-          reason: error.code,
-        });
-      }
+      this.noteRefusal(request, error);
       throw error;
     }
+    this.noteAccepted(result);
+    return result;
   }
 
-  private async accept(request: SubmitRequest, options: SubmitOptions): Promise<SubmitResult> {
+  /**
+   * Accepts many operations in one store call: one transaction, one commit (with `{ tx }`, inside
+   * yours). Each request is checked as `submit` checks it and answered in its place: a refusal
+   * (`ok: false`, with the error `submit` would throw) does not refuse the others. The call
+   * itself rejects only when it cannot be made (not an array, more than `MAX_SUBMIT_MANY`
+   * requests: `invalid-argument`) or when the store fails, and then nothing of it was accepted
+   * unless the store committed before failing: send the same requests again; their ids make that
+   * safe.
+   */
+  async submitMany(
+    requests: readonly SubmitRequest[],
+    options: SubmitOptions = {},
+  ): Promise<SubmitManyResult[]> {
+    if (!Array.isArray(requests)) throw new InvalidArgument('requests must be an array');
+    if (requests.length > MAX_SUBMIT_MANY) {
+      throw new InvalidArgument(`at most ${MAX_SUBMIT_MANY} requests in one call, got ${requests.length}`);
+    }
+    const results: SubmitManyResult[] = new Array(requests.length);
+    const checked: Array<{ at: number; prepared: Prepared }> = [];
+    for (const [at, request] of requests.entries()) {
+      try {
+        checked.push({ at, prepared: await this.prepare(request) });
+      } catch (error) {
+        results[at] = this.refusal(request, error);
+      }
+    }
+    if (checked.length > 0) {
+      const outcomes = await this.store.operationSubmitMany(
+        checked.map((c) => c.prepared.params),
+        options.tx === undefined ? {} : { tx: options.tx },
+      );
+      for (const [k, { at, prepared }] of checked.entries()) {
+        try {
+          const result = this.answer(outcomes[k]!, prepared);
+          this.noteAccepted(result);
+          results[at] = { ok: true, ...result };
+        } catch (error) {
+          results[at] = this.refusal(requests[at]!, error);
+        }
+      }
+    }
+    return results;
+  }
+
+  /** Everything a submit checks before the store, cheapest first: the store's item, or a throw. */
+  private async prepare(request: SubmitRequest): Promise<Prepared> {
     const { tenant, id } = request;
     assertTenant(tenant);
     assertOperationId(id);
@@ -266,14 +317,15 @@ export class Sluice {
       delayMs: request.delayMs,
       limits: { ...tenantLimits, maxQueued: this.admission.maxQueued(kind.class) },
     };
-    // Inside the caller's transaction the submit cannot join a batch: it commits with theirs.
-    const outcome =
-      options.tx === undefined
-        ? await this.submitter.add(params)
-        : (await this.store.operationSubmitMany([params], { tx: options.tx }))[0]!;
+    return { params, tenantMaxWaiting: tenantLimits.maxWaiting };
+  }
+
+  /** The store's answer to one item, as the caller sees it: the result, or the refusal thrown. */
+  private answer(outcome: SubmitOutcome, { params, tenantMaxWaiting }: Prepared): SubmitResult {
+    const { tenant, id } = params;
     switch (outcome.status) {
       case 'created':
-        this.wakeup.notify(kind.class);
+        this.wakeup.notify(params.class);
         this.changed(tenant, id);
         return { operation: toOperation(outcome.row), created: true };
       case 'existing':
@@ -284,22 +336,42 @@ export class Sluice {
         throw new OperationExpired(tenant, id);
       case 'rejected': {
         const cap =
-          outcome.reason === 'tenant-queue-full'
-            ? tenantLimits.maxWaiting
-            : this.admission.maxQueued(kind.class);
+          outcome.reason === 'tenant-queue-full' ? tenantMaxWaiting : this.admission.maxQueued(params.class);
         const retryAfterMs = this.retryAfter.estimate(
-          kind.class,
+          params.class,
           outcome.waiting - (cap ?? 0) + 1,
           outcome.running,
         );
         throw new CapacityExceeded(
           outcome.reason,
           retryAfterMs,
-          `${outcome.reason === 'tenant-queue-full' ? `tenant ${tenant}` : `class ${kind.class}`} has ${outcome.waiting} ` +
+          `${outcome.reason === 'tenant-queue-full' ? `tenant ${tenant}` : `class ${params.class}`} has ${outcome.waiting} ` +
             `operations waiting, the most it may; retry after ${retryAfterMs / 1000} s`,
         );
       }
     }
+  }
+
+  private noteAccepted({ operation: op, created }: SubmitResult): void {
+    this.events.emit('submitted', { tenant: op.tenant, id: op.id, kind: op.kind, class: op.class, created });
+  }
+
+  private noteRefusal(request: SubmitRequest, error: unknown): void {
+    if (!isSluiceError(error)) return;
+    const kind = typeof request?.kind === 'string' ? request.kind : '';
+    this.events.emit('rejected', {
+      tenant: typeof request?.tenant === 'string' ? request.tenant : '',
+      kind,
+      class: this.kinds.get(kind)?.class ?? null,
+      reason: error.code,
+    });
+  }
+
+  /** A request of `submitMany` refused in its place; anything but a Sluice error is a fault, thrown. */
+  private refusal(request: SubmitRequest, error: unknown): SubmitManyResult {
+    if (!isSluiceError(error)) throw error;
+    this.noteRefusal(request, error);
+    return { ok: false, error };
   }
 
   /** The operation, or undefined. `include` adds its attempt history, effects and operator events. */

@@ -4,8 +4,7 @@
  * `sluice.worker()` with nothing set (32 slots, 500 ms poll, the store's default pool of 10).
  * There is nothing to tune: a `tuned` run is the same defaults.
  *
- * Sluice has no bulk submit; a batch is `Promise.all` of its `submit` calls, which the engine's
- * batcher groups into transactions of up to 500.
+ * A batch is one `submitMany` call: one store call and one commit for its 1,000 operations.
  *
  * On PostgreSQL the producer and the worker are separate engines (own pools), as an API process
  * and a worker process would be: a submit reaches the worker by NOTIFY, like the peers' jobs
@@ -55,10 +54,15 @@ export function sluiceQueue(spec: CaseSpec, store: StoreName): QueueUnderTest {
     });
     return sluice;
   };
+  const request = (job: number) => ({
+    tenant: tenantOf(job),
+    id: `j${job}`,
+    kind: KIND,
+    input: payloadOf(job),
+  });
   const submit = async (sluice: Sluice, job: number) => {
-    const tenant = tenantOf(job);
-    const r = await sluice.submit({ tenant, id: `j${job}`, kind: KIND, input: payloadOf(job) });
-    if (!r.created) throw new Error(`operation ${tenant}/j${job} already existed`);
+    const r = await sluice.submit(request(job));
+    if (!r.created) throw new Error(`operation ${tenantOf(job)}/j${job} already existed`);
     enqueued++;
   };
 
@@ -78,7 +82,12 @@ export function sluiceQueue(spec: CaseSpec, store: StoreName): QueueUnderTest {
       return {
         enqueue: (job) => submit(sluice, job),
         async enqueueBatch(jobs) {
-          await Promise.all(jobs.map((job) => submit(sluice, job)));
+          const results = await sluice.submitMany(jobs.map(request));
+          results.forEach((r, i) => {
+            if (!r.ok || !r.created)
+              throw new Error(`operation j${jobs[i]}: ${r.ok ? 'already existed' : r.error.code}`);
+          });
+          enqueued += results.length;
         },
         close: async () => {
           if (!shared) await sluice.close();
