@@ -110,6 +110,7 @@ describe('migrations', () => {
         { version: 16, name: 'attempts_by_seq' },
         { version: 17, name: 'attempts_by_seq_pg' },
         { version: 18, name: 'submit_batch_linear' },
+        { version: 19, name: 'effects_by_seq' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace

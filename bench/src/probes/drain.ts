@@ -7,11 +7,14 @@
  * loads that build too and alternates the two round by round in this process (load.ts).
  *
  * On SQLite, `--synchronous NORMAL` leaves the commits without their fsync: the Node CPU of a
- * change then stands out of the disk's noise.
+ * change then stands out of the disk's noise. `--ids uuid` gives the operations random UUIDs as
+ * ids, as clients' idempotency keys often are, instead of `o0`, `o1`, … (which a round's claims
+ * take in nearly the order the ids sort).
  *
  *   node dist/probes/drain.js [--store pg|sqlite] [--ops 10000] [--effect] [--rounds 1] [--against PATH]
- *                             [--synchronous FULL|NORMAL]
+ *                             [--synchronous FULL|NORMAL] [--ids seq|uuid]
  */
+import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import type { Charge } from 'sluice/testing';
 import { z } from 'zod';
@@ -42,8 +45,10 @@ const { values } = parseArgs({
     rounds: { type: 'string', default: '1' },
     against: { type: 'string' },
     synchronous: { type: 'string', default: 'FULL' },
+    ids: { type: 'string', default: 'seq' },
   },
 });
+const idOf = z.enum(['seq', 'uuid']).parse(values.ids) === 'uuid' ? () => randomUUID() : undefined;
 const n = Number(values.ops);
 const synchronous = z.enum(['FULL', 'NORMAL']).parse(values.synchronous);
 const builds = await loadBuilds(values.against);
@@ -66,7 +71,7 @@ async function drain(s: Sluice): Promise<{ rate: number; cpu: number; calls: str
       return { charge: charge.id };
     },
   });
-  await submitBacklog(engine, n);
+  await submitBacklog(engine, n, idOf);
   counts.byMethod.clear();
   counts.msByMethod.clear();
   const worker = engine.worker();
@@ -95,7 +100,7 @@ for (const [i, build] of builds.entries()) {
   const rates = runs.map((r) => r.rate);
   console.log(
     `${build.label} ${values.store}${values.store === 'sqlite' ? ` ${synchronous}` : ''}` +
-      `${values.effect ? ' (one effect)' : ''}: ` +
+      `${values.effect ? ' (one effect)' : ''}${values.ids === 'uuid' ? ', UUID ids' : ''}: ` +
       `${Math.round(quantile(rates, 0.5))} ops/s (${rates.map(Math.round).join(', ')}), ` +
       `Node CPU ${Math.round(
         quantile(

@@ -70,11 +70,12 @@ export const pgOptions = () => ({ connectionString: databaseUrl(), durableCommit
 export async function submitBacklog(
   engine: { submit(request: { tenant: string; id: string; kind: string; input: unknown }): Promise<unknown> },
   n: number,
+  idOf: (i: number) => string = (i) => `o${i}`,
 ): Promise<void> {
   for (let i = 0; i < n; i += 500)
     await Promise.all(
       Array.from({ length: Math.min(500, n - i) }, (_, k) =>
-        engine.submit({ tenant: 't', id: `o${i + k}`, kind: 'noop', input: { i: i + k } }),
+        engine.submit({ tenant: 't', id: idOf(i + k), kind: 'noop', input: { i: i + k } }),
       ),
     );
 }

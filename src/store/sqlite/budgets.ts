@@ -13,6 +13,7 @@
 import { BudgetExhausted, OperationLimitExceeded } from '../../core/errors/index.js';
 import type { BudgetCharge, BudgetUsage } from '../types.js';
 import type { SqliteContext } from './connection.js';
+import { OF_OP } from './rows.js';
 
 export interface Reservation {
   key: string;
@@ -74,9 +75,9 @@ export function checkMaxCalls(
   maxCalls: number | undefined,
 ): void {
   if (maxCalls === undefined) return;
-  const row = ctx
-    .stmt('SELECT coalesce(sum(sends), 0) AS n FROM effects WHERE tenant = ? AND op_id = ?')
-    .get(tenant, id) as { n: number };
+  const row = ctx.stmt(`SELECT coalesce(sum(sends), 0) AS n FROM effects WHERE ${OF_OP}`).get(tenant, id) as {
+    n: number;
+  };
   checkCallLimit(id, row.n, maxCalls);
 }
 

@@ -31,19 +31,22 @@ import {
   settleReservations,
 } from './budgets.js';
 import type { SqliteContext } from './connection.js';
-import { jsonText, type RawEffect, toEffectRow } from './rows.js';
+import { EFFECT_ROW, jsonText, type RawEffect, toEffectRow } from './rows.js';
 
-function fence(ctx: SqliteContext, lease: LeaseRef): boolean {
-  return (
-    ctx
-      .stmt(`SELECT 1 FROM operations WHERE tenant = ? AND id = ? AND epoch = ? AND state = 'running'`)
-      .get(lease.tenant, lease.id, lease.epoch) !== undefined
-  );
+/** The operation's `seq` while it runs under the lease's epoch; undefined once it does not. */
+function fence(ctx: SqliteContext, lease: LeaseRef): number | undefined {
+  return ctx
+    .stmt(`SELECT seq FROM operations WHERE tenant = ? AND id = ? AND epoch = ? AND state = 'running'`)
+    .pluck()
+    .get(lease.tenant, lease.id, lease.epoch) as number | undefined;
 }
 
 function getEffect(ctx: SqliteContext, lease: LeaseRef, name: string): EffectRow | undefined {
   const raw = ctx
-    .stmt('SELECT * FROM effects WHERE tenant = ? AND op_id = ? AND name = ?')
+    .stmt(
+      `SELECT ${EFFECT_ROW} FROM operations o JOIN effects e ON e.op_seq = o.seq
+        WHERE o.tenant = ? AND o.id = ? AND e.name = ?`,
+    )
     .get(lease.tenant, lease.id, name) as RawEffect | undefined;
   return raw ? toEffectRow(raw) : undefined;
 }
@@ -80,13 +83,13 @@ function beginOne(ctx: SqliteContext, p: EffectBeginParams, now: number): Effect
   // The fence, the cancel, whether the effect has a row, and the requests made so far: one read.
   const op = ctx
     .stmt(
-      `SELECT o.cancel,
-              EXISTS (SELECT 1 FROM effects e WHERE e.tenant = o.tenant AND e.op_id = o.id AND e.name = ?) AS found,
-              (SELECT coalesce(sum(e.sends), 0) FROM effects e WHERE e.tenant = o.tenant AND e.op_id = o.id) AS made
+      `SELECT o.seq, o.cancel,
+              EXISTS (SELECT 1 FROM effects e WHERE e.op_seq = o.seq AND e.name = ?) AS found,
+              (SELECT coalesce(sum(e.sends), 0) FROM effects e WHERE e.op_seq = o.seq) AS made
          FROM operations o WHERE o.tenant = ? AND o.id = ? AND o.epoch = ? AND o.state = 'running'`,
     )
     .get(p.name, lease.tenant, lease.id, lease.epoch) as
-    | { cancel: string | null; found: number; made: number }
+    | { seq: number; cancel: string | null; found: number; made: number }
     | undefined;
   if (!op) throw new LeaseLost(lease.id);
   if (op.cancel === 'requested') throw new CancelRequested(lease.id);
@@ -102,9 +105,9 @@ function beginOne(ctx: SqliteContext, p: EffectBeginParams, now: number): Effect
   ctx
     .stmt(
       `UPDATE operations SET effect_started_at = coalesce(effect_started_at, ?), updated_at = ?
-       WHERE tenant = ? AND id = ?`,
+       WHERE seq = ?`,
     )
-    .run(now, now, lease.tenant, lease.id);
+    .run(now, now, op.seq);
   // An existing row is returned as it is: any further request goes through recordSend.
   if (existing) return { row: existing, created: false, now };
   // The new row holds what was sent and the clock: built here, not read back (created-row.ts),
@@ -112,13 +115,12 @@ function beginOne(ctx: SqliteContext, p: EffectBeginParams, now: number): Effect
   const row = createdEffectRow(p, now);
   ctx
     .stmt(
-      `INSERT INTO effects (tenant, op_id, name, key, state, provider, cost, first_sent_at, last_sent_at, sends, epoch,
+      `INSERT INTO effects (op_seq, name, key, state, provider, cost, first_sent_at, last_sent_at, sends, epoch,
                             reservations)
-       VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, 1, ?, ?)`,
+       VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, 1, ?, ?)`,
     )
     .run(
-      lease.tenant,
-      lease.id,
+      op.seq,
       p.name,
       p.key,
       row.provider,
@@ -159,7 +161,8 @@ export function effectRecordSend(
         `UPDATE effects SET sends = sends + 1, last_sent_at = @now, epoch = @epoch, state = 'pending',
            first_sent_at = CASE WHEN state = 'absent' THEN @now ELSE first_sent_at END,
            reservations = CASE WHEN state = 'absent' THEN @reservations ELSE reservations END
-         WHERE tenant = @tenant AND op_id = @id AND name = @name RETURNING *`,
+         WHERE op_seq = (SELECT seq FROM operations WHERE tenant = @tenant AND id = @id) AND name = @name
+         RETURNING *`,
       )
       .get({
         now,
@@ -168,8 +171,8 @@ export function effectRecordSend(
         id: lease.id,
         name,
         reservations: reservations.length ? JSON.stringify(reservations) : null,
-      }) as RawEffect;
-    return { row: toEffectRow(raw), now };
+      }) as Omit<RawEffect, 'tenant' | 'op_id'>;
+    return { row: toEffectRow({ ...raw, tenant: lease.tenant, op_id: lease.id }), now };
   });
 }
 
@@ -199,7 +202,8 @@ export function effectMarkMany(ctx: SqliteContext, items: EffectMarkParams[]): b
  * → committed; absent, failed → released.
  */
 export function markOne(ctx: SqliteContext, p: EffectMarkParams, now: number): boolean {
-  return fence(ctx, p.lease) && markFenced(ctx, p, now);
+  const seq = fence(ctx, p.lease);
+  return seq !== undefined && markFenced(ctx, seq, p, now);
 }
 
 /**
@@ -209,12 +213,12 @@ export function markOne(ctx: SqliteContext, p: EffectMarkParams, now: number): b
  * the row as written, so the statement leaves that column to a second one, which only an
  * effect that drew on a budget needs).
  */
-export function markFenced(ctx: SqliteContext, p: EffectMarkParams, now: number): boolean {
+export function markFenced(ctx: SqliteContext, seq: number, p: EffectMarkParams, now: number): boolean {
   const { lease, name } = p;
   const moved = ctx
     .stmt(
       `UPDATE effects SET state = ?, result = ?, reference = ?, error = ?, committed_at = ?, epoch = ?
-       WHERE tenant = ? AND op_id = ? AND name = ? AND (state = 'pending' OR (state = 'absent' AND ? <> 'absent'))
+       WHERE op_seq = ? AND name = ? AND (state = 'pending' OR (state = 'absent' AND ? <> 'absent'))
        RETURNING reservations`,
     )
     .get(
@@ -224,17 +228,14 @@ export function markFenced(ctx: SqliteContext, p: EffectMarkParams, now: number)
       p.state === 'failed' ? jsonText(p.error) : null,
       p.state === 'committed' ? now : null,
       lease.epoch,
-      lease.tenant,
-      lease.id,
+      seq,
       name,
       p.state,
     ) as { reservations: string | null } | undefined;
   if (!moved) return false;
   if (moved.reservations !== null) {
     settleReservations(ctx, moved.reservations, p.state === 'committed' ? 'commit' : 'release');
-    ctx
-      .stmt('UPDATE effects SET reservations = NULL WHERE tenant = ? AND op_id = ? AND name = ?')
-      .run(lease.tenant, lease.id, name);
+    ctx.stmt('UPDATE effects SET reservations = NULL WHERE op_seq = ? AND name = ?').run(seq, name);
   }
   return true;
 }

@@ -29,11 +29,10 @@ export function extendMany(ctx: SqliteContext, leases: LeaseRef[], leaseMs: numb
   });
 }
 
-export function hasPendingEffect(ctx: SqliteContext, tenant: string, id: string): boolean {
+/** Whether the operation (by its `seq`) has an effect whose outcome is unknown. */
+export function hasPendingEffect(ctx: SqliteContext, seq: number): boolean {
   return (
-    ctx
-      .stmt(`SELECT 1 FROM effects WHERE tenant = ? AND op_id = ? AND state = 'pending' LIMIT 1`)
-      .get(tenant, id) !== undefined
+    ctx.stmt(`SELECT 1 FROM effects WHERE op_seq = ? AND state = 'pending' LIMIT 1`).get(seq) !== undefined
   );
 }
 
@@ -41,13 +40,11 @@ export function hasPendingEffect(ctx: SqliteContext, tenant: string, id: string)
  * The point of no return for cancel: an effect is committed or may have happened (`pending`).
  * Effects that are `absent` or `failed` certainly did not happen and do not block a cancel.
  */
-export function pastNoReturn(ctx: SqliteContext, tenant: string, id: string): boolean {
+export function pastNoReturn(ctx: SqliteContext, seq: number): boolean {
   return (
     ctx
-      .stmt(
-        `SELECT 1 FROM effects WHERE tenant = ? AND op_id = ? AND state IN ('pending', 'committed') LIMIT 1`,
-      )
-      .get(tenant, id) !== undefined
+      .stmt(`SELECT 1 FROM effects WHERE op_seq = ? AND state IN ('pending', 'committed') LIMIT 1`)
+      .get(seq) !== undefined
   );
 }
 
@@ -129,7 +126,7 @@ function finishOne(ctx: SqliteContext, p: FinishParams, now: number, groups: Map
   // read above is their fence too. A mark is refused when its lease is lost, and so is its end.
   if (p.marks)
     for (const m of p.marks) {
-      if (sameLease(m.lease, p.lease)) markFenced(ctx, m, now);
+      if (sameLease(m.lease, p.lease)) markFenced(ctx, op.seq, m, now);
       else markOne(ctx, m, now);
     }
 
@@ -138,14 +135,14 @@ function finishOne(ctx: SqliteContext, p: FinishParams, now: number, groups: Map
   let result: unknown = null;
   let retryDelayMs: number | null = null;
   let attemptOutcome: AttemptOutcome = p.outcome;
-  const cancelAsked = op.cancel === 'requested' && !pastNoReturn(ctx, op.tenant, op.id);
+  const cancelAsked = op.cancel === 'requested' && !pastNoReturn(ctx, op.seq);
   switch (p.outcome) {
     case 'succeeded':
       to = 'succeeded';
       result = p.result;
       break;
     case 'failed':
-      to = adjustFailure('failed', hasPendingEffect(ctx, op.tenant, op.id));
+      to = adjustFailure('failed', hasPendingEffect(ctx, op.seq));
       error = p.error;
       break;
     case 'dead':
@@ -160,7 +157,7 @@ function finishOne(ctx: SqliteContext, p: FinishParams, now: number, groups: Map
       break;
     case 'cancelled':
       // Only an operation not past the point of no return may end cancelled; otherwise it runs again.
-      to = pastNoReturn(ctx, op.tenant, op.id) ? 'queued' : 'cancelled';
+      to = pastNoReturn(ctx, op.seq) ? 'queued' : 'cancelled';
       if (to === 'queued') attemptOutcome = 'released';
       break;
     case 'released':

@@ -29,6 +29,7 @@ import { migrateSqlite } from './migrate.js';
 import { cancel, reconcile, redrive } from './operator.js';
 import { retryBudgetStats, retryBudgetTake } from './retry-budget.js';
 import {
+  EFFECT_ROW,
   type RawAttempt,
   type RawEffect,
   type RawEvent,
@@ -125,7 +126,10 @@ export function sqliteStore(options: SqliteOptions): SqliteStore {
         (
           ctx.read(() =>
             ctx
-              .stmt('SELECT * FROM effects WHERE tenant = ? AND op_id = ? ORDER BY first_sent_at, name')
+              .stmt(
+                `SELECT ${EFFECT_ROW} FROM operations o JOIN effects e ON e.op_seq = o.seq
+                  WHERE o.tenant = ? AND o.id = ? ORDER BY e.first_sent_at, e.name`,
+              )
               .all(tenant, id),
           ) as RawEffect[]
         ).map(toEffectRow),

@@ -27,8 +27,8 @@ export function rescue(ctx: SqliteContext, p: RescueParams): RescuedOperation[] 
           leaseExpiries: expiries,
           deadlineAt: op.deadline_at,
           cancelRequested: op.cancel === 'requested',
-          pastNoReturn: op.cancel === 'requested' && pastNoReturn(ctx, op.tenant, op.id),
-          hasPendingEffect: hasPendingEffect(ctx, op.tenant, op.id),
+          pastNoReturn: op.cancel === 'requested' && pastNoReturn(ctx, op.seq),
+          hasPendingEffect: hasPendingEffect(ctx, op.seq),
           now,
         },
         p.maxLeaseExpiries,
@@ -97,7 +97,7 @@ export function purge(ctx: SqliteContext, p: PurgeParams): { purged: number; tom
         )
         .run(op.tenant, op.id, op.kind, op.digest, op.state, op.finished_at, now);
       ctx.stmt('DELETE FROM attempts WHERE op_seq = ?').run(op.seq);
-      ctx.stmt('DELETE FROM effects WHERE tenant = ? AND op_id = ?').run(op.tenant, op.id);
+      ctx.stmt('DELETE FROM effects WHERE op_seq = ?').run(op.seq);
       ctx.stmt('DELETE FROM events WHERE tenant = ? AND op_id = ?').run(op.tenant, op.id);
       ctx.stmt('DELETE FROM operations WHERE seq = ?').run(op.seq);
     }

@@ -11,7 +11,7 @@ import { settleReservations } from './budgets.js';
 import type { SqliteContext } from './connection.js';
 import { pastNoReturn } from './finish.js';
 import { queueEnter, queueLeave } from './queue-counters.js';
-import { jsonText, type RawOperation, toOperationRow } from './rows.js';
+import { jsonText, OF_OP, type RawOperation, toOperationRow } from './rows.js';
 
 function load(ctx: SqliteContext, tenant: string, id: string): RawOperation | undefined {
   return ctx.stmt('SELECT * FROM operations WHERE tenant = ? AND id = ?').get(tenant, id) as
@@ -43,7 +43,7 @@ export function cancel(
     const op = load(ctx, tenant, id);
     if (!op) return undefined;
     let outcome: CancelOutcome;
-    const noReturn = (op.state === 'queued' || op.state === 'running') && pastNoReturn(ctx, op.tenant, op.id);
+    const noReturn = (op.state === 'queued' || op.state === 'running') && pastNoReturn(ctx, op.seq);
     if (op.state === 'queued' && !noReturn) {
       ctx
         .stmt(
@@ -109,14 +109,14 @@ export function reconcile(ctx: SqliteContext, p: ReconcileParams): OperationRow 
     if (op.state !== 'needs_reconciliation') throw new InvalidStateTransition('reconcile', op.state, p.id);
     for (const effect of p.effects ?? []) {
       const held = ctx
-        .stmt('SELECT reservations FROM effects WHERE tenant = ? AND op_id = ? AND name = ?')
+        .stmt(`SELECT reservations FROM effects WHERE ${OF_OP} AND name = ?`)
         .get(op.tenant, op.id, effect.name) as { reservations: string | null } | undefined;
       if (effect.outcome === 'committed') {
         settleReservations(ctx, held?.reservations ?? null, 'commit');
         ctx
           .stmt(
             `UPDATE effects SET state = 'committed', result = ?, reference = ?, committed_at = ?, reservations = NULL
-             WHERE tenant = ? AND op_id = ? AND name = ?`,
+             WHERE ${OF_OP} AND name = ?`,
           )
           .run(jsonText(effect.result ?? null), effect.reference ?? null, now, op.tenant, op.id, effect.name);
       } else {
@@ -125,7 +125,7 @@ export function reconcile(ctx: SqliteContext, p: ReconcileParams): OperationRow 
         const changed = ctx
           .stmt(
             `UPDATE effects SET state = 'absent', reservations = NULL
-             WHERE tenant = ? AND op_id = ? AND name = ? AND state = 'pending'`,
+             WHERE ${OF_OP} AND name = ? AND state = 'pending'`,
           )
           .run(op.tenant, op.id, effect.name).changes;
         if (changed === 1) settleReservations(ctx, held?.reservations ?? null, 'release');

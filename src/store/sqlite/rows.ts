@@ -125,6 +125,15 @@ export function toOperationRow(r: RawOperation): OperationRow {
   return operationRowOf(OPERATION_COLUMNS.map((c) => r[c]));
 }
 
+/**
+ * An operation's effects are keyed by its `seq` (migration 19); the lease names the operation by
+ * (tenant, id), two parameters in that order.
+ */
+export const OF_OP = 'op_seq = (SELECT seq FROM operations WHERE tenant = ? AND id = ?)';
+
+/** An effect's columns with its operation's tenant and id, as `toEffectRow` reads them (`o`, `e`). */
+export const EFFECT_ROW = 'o.tenant, o.id AS op_id, e.*';
+
 export interface RawEffect {
   tenant: string;
   op_id: string;
