@@ -111,6 +111,7 @@ describe('migrations', () => {
         { version: 17, name: 'attempts_by_seq_pg' },
         { version: 18, name: 'submit_batch_linear' },
         { version: 19, name: 'effects_by_seq' },
+        { version: 20, name: 'effects_by_seq_pg' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
@@ -185,6 +186,76 @@ describe('migrations', () => {
       await client.end();
     }
     expect(await list()).toEqual(before);
+  });
+
+  it("finds an operation's effects by its seq, carrying those of a schema from before version 20", async () => {
+    const schema = db.freshSchema();
+    const store = db.store({ schema });
+    await store.migrate();
+    // Two running operations whose ids sort against their order: zz with a committed effect and a
+    // pending one, aa with one whose request was refused (absent).
+    await store.operationSubmitMany([item({ id: 'zz' }), item({ id: 'aa' })]);
+    const [zz, aa] = (
+      await store.operationClaimMany({ class: 'default', owner: 'w', limit: 2, leaseMs: 30_000 })
+    ).rows;
+    const lease = (r: OperationRow) => ({ tenant: r.tenant, id: r.id, epoch: r.epoch });
+    const begun = await store.effectBeginMany([
+      { lease: lease(zz!), name: 'charge', key: 'k-zz-charge' },
+      { lease: lease(aa!), name: 'charge', key: 'k-aa-charge' },
+      { lease: lease(zz!), name: 'receipt', key: 'k-zz-receipt' },
+    ]);
+    expect(begun.map((b) => b.ok && b.value.created)).toEqual([true, true, true]);
+    expect(
+      await store.effectMarkMany([
+        { lease: lease(zz!), name: 'charge', state: 'committed', result: { id: 'ch_1' }, reference: 'ch_1' },
+        { lease: lease(aa!), name: 'charge', state: 'absent' },
+      ]),
+    ).toEqual([true, true]);
+    const list = () => Promise.all(['zz', 'aa'].map((id) => store.effectList({ tenant: 'North', id })));
+    const before = await list();
+    expect(before.map((es) => es.map((e) => [e.id, e.name, e.state]))).toEqual([
+      [
+        ['zz', 'charge', 'committed'],
+        ['zz', 'receipt', 'pending'],
+      ],
+      [['aa', 'charge', 'absent']],
+    ]);
+    const client = await db.client();
+    try {
+      const s = `"${schema}"`;
+      // The table as version 19 left it: keyed by (tenant, op_id, name), no op_seq.
+      await client.query(`BEGIN;
+        ALTER TABLE ${s}.effects DROP CONSTRAINT effects_pkey, DROP COLUMN op_seq;
+        ALTER TABLE ${s}.effects ADD PRIMARY KEY (tenant, op_id, name);
+        DELETE FROM ${s}.migrations WHERE version = 20;
+        COMMIT;`);
+      await store.migrate();
+      const key = await client.query(
+        `SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+          WHERE i.indrelid = $1::regclass AND i.indisprimary ORDER BY array_position(i.indkey::int2[], a.attnum)`,
+        [`${s}.effects`],
+      );
+      expect(key.rows.map((r) => r.attname)).toEqual(['op_seq', 'name']);
+    } finally {
+      await client.end();
+    }
+    expect(await list()).toEqual(before);
+    // The journal finds the carried rows by the new key: a begin of an existing effect, a send
+    // from absent, a mark of the pending one.
+    expect(
+      (await store.effectBegin({ lease: lease(zz!), name: 'receipt', key: 'k-zz-receipt' })).created,
+    ).toBe(false);
+    expect((await store.effectRecordSend({ lease: lease(aa!), name: 'charge' })).row).toMatchObject({
+      id: 'aa',
+      state: 'pending',
+      sends: 2,
+    });
+    expect(
+      await store.effectMarkMany([
+        { lease: lease(zz!), name: 'receipt', state: 'committed', result: 1, reference: null },
+        { lease: lease(aa!), name: 'charge', state: 'committed', result: 2, reference: null },
+      ]),
+    ).toEqual([true, true]);
   });
 
   it('refuses a schema name that is not a plain identifier', () => {

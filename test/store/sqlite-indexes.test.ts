@@ -76,7 +76,7 @@ describe('the SQLite index of settled operations by tenant', () => {
     expect(applied()).not.toContain(13);
     await store.migrate();
     expect(applied()).toContain(13);
-    expect(schemaVersion(store.context)).toBe(19);
+    expect(schemaVersion(store.context)).toBe(20);
     expect(indexes(store).map((i) => i.name)).toContain('operations_tenant_settled');
     expect(indexes(store).map((i) => i.name)).not.toContain('operations_tenant_state');
     const after = await Promise.all(

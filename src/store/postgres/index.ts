@@ -129,7 +129,8 @@ export function postgresStore(options: PostgresOptions): PostgresStore {
     effectList: async ({ tenant, id }) =>
       (
         await ctx.query<PgRow>(
-          'SELECT * FROM {s}.effects WHERE tenant = $1 AND op_id = $2 ORDER BY first_sent_at, name',
+          `SELECT e.* FROM {s}.operations o JOIN {s}.effects e ON e.op_seq = o.seq
+            WHERE o.tenant = $1 AND o.id = $2 ORDER BY e.first_sent_at, e.name`,
           [tenant, id],
         )
       ).map(toEffectRow),

@@ -61,9 +61,9 @@ export function rescue(ctx: PgContext, p: RescueParams): Promise<RescuedOperatio
       `SELECT e.tenant, e.op_id, bool_or(e.state = 'pending') AS pending,
               bool_or(e.state IN ('pending', 'committed')) AS no_return
          FROM {s}.effects e
-        WHERE (e.tenant, e.op_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+        WHERE e.op_seq = ANY ($1::bigint[])
         GROUP BY e.tenant, e.op_id`,
-      [expired.map((o) => o.tenant), expired.map((o) => o.id)],
+      [expired.map((o) => o.seq)],
     );
     const journal = new Map(facts.map((f) => [`${f.tenant}\u0000${f.op_id}`, f]));
     const rescued = new Map<string, RescuedOperation>();
@@ -171,7 +171,7 @@ export function purge(
       await q(
         `WITH k AS (SELECT * FROM unnest($1::text[], $2::text[]) AS k(tenant, id)),
               a AS (DELETE FROM {s}.attempts x WHERE x.op_seq = ANY ($3::bigint[])),
-              e AS (DELETE FROM {s}.effects x USING k WHERE x.tenant = k.tenant AND x.op_id = k.id),
+              e AS (DELETE FROM {s}.effects x WHERE x.op_seq = ANY ($3::bigint[])),
               v AS (DELETE FROM {s}.events x USING k WHERE x.tenant = k.tenant AND x.op_id = k.id),
               o AS (DELETE FROM {s}.operations x WHERE x.seq = ANY ($3::bigint[]))
          INSERT INTO {s}.tombstones (tenant, id, kind, digest, state, finished_at, purged_at)

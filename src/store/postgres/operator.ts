@@ -33,7 +33,9 @@ async function lock(ctx: PgContext, q: Query, tenant: string, id: string): Promi
 /** The point of no return: an effect is committed or may have happened (`pending`). */
 async function pastNoReturn(q: Query, tenant: string, id: string): Promise<boolean> {
   const rows = await q(
-    `SELECT 1 FROM {s}.effects WHERE tenant = $1 AND op_id = $2 AND state IN ('pending', 'committed') LIMIT 1`,
+    `SELECT 1 FROM {s}.effects
+      WHERE op_seq = (SELECT seq FROM {s}.operations WHERE tenant = $1 AND id = $2)
+        AND state IN ('pending', 'committed') LIMIT 1`,
     [tenant, id],
   );
   return rows.length > 0;
@@ -154,13 +156,12 @@ export function reconcile(ctx: PgContext, p: ReconcileParams): Promise<Operation
     for (const effect of p.effects ?? []) {
       if (effect.outcome === 'committed') {
         const [held] = await q<{ reservations: unknown[] | null }>(
-          `UPDATE {s}.effects e SET state = 'committed', result = $4, reference = $5, committed_at = $6,
+          `UPDATE {s}.effects e SET state = 'committed', result = $3, reference = $4, committed_at = $5,
                   reservations = NULL
-             FROM (SELECT x.reservations FROM {s}.effects x WHERE x.tenant = $1 AND x.op_id = $2 AND x.name = $3
-                      FOR UPDATE) old
-            WHERE e.tenant = $1 AND e.op_id = $2 AND e.name = $3
+             FROM (SELECT x.reservations FROM {s}.effects x WHERE x.op_seq = $1 AND x.name = $2 FOR UPDATE) old
+            WHERE e.op_seq = $1 AND e.name = $2
            RETURNING old.reservations`,
-          [op.tenant, op.id, effect.name, jsonText(effect.result ?? null), effect.reference ?? null, now],
+          [op.seq, effect.name, jsonText(effect.result ?? null), effect.reference ?? null, now],
         );
         commit.push(...(held?.reservations ?? []));
       } else {
@@ -168,11 +169,10 @@ export function reconcile(ctx: PgContext, p: ReconcileParams): Promise<Operation
         // with a new retention window, and the spend it had reserved is given back.
         const [held] = await q<{ reservations: unknown[] | null }>(
           `UPDATE {s}.effects e SET state = 'absent', reservations = NULL
-             FROM (SELECT x.reservations FROM {s}.effects x WHERE x.tenant = $1 AND x.op_id = $2 AND x.name = $3
-                      FOR UPDATE) old
-            WHERE e.tenant = $1 AND e.op_id = $2 AND e.name = $3 AND e.state = 'pending'
+             FROM (SELECT x.reservations FROM {s}.effects x WHERE x.op_seq = $1 AND x.name = $2 FOR UPDATE) old
+            WHERE e.op_seq = $1 AND e.name = $2 AND e.state = 'pending'
            RETURNING old.reservations`,
-          [op.tenant, op.id, effect.name],
+          [op.seq, effect.name],
         );
         release.push(...(held?.reservations ?? []));
       }
