@@ -246,9 +246,9 @@ export class Sluice {
    * yours). Each request is checked as `submit` checks it and answered in its place: a refusal
    * (`ok: false`, with the error `submit` would throw) does not refuse the others. The call
    * itself rejects only when it cannot be made (not an array, more than `MAX_SUBMIT_MANY`
-   * requests: `invalid-argument`) or when the store fails, and then nothing of it was accepted
-   * unless the store committed before failing: send the same requests again; their ids make that
-   * safe.
+   * requests: `invalid-argument`), when a kind's input schema throws instead of answering, or when
+   * the store fails; then nothing of it was accepted unless the store committed before failing:
+   * send the same requests again; their ids make that safe.
    */
   async submitMany(
     requests: readonly SubmitRequest[],
@@ -287,6 +287,9 @@ export class Sluice {
 
   /** Everything a submit checks before the store, cheapest first: the store's item, or a throw. */
   private async prepare(request: SubmitRequest): Promise<Prepared> {
+    if (typeof request !== 'object' || request === null) {
+      throw new InvalidArgument('a submit request must be an object: { tenant, id, kind, input }');
+    }
     const { tenant, id } = request;
     assertTenant(tenant);
     assertOperationId(id);

@@ -75,6 +75,7 @@ describe.each(['sqlite', 'postgres'] as const)('submitMany on %s', (store) => {
       { ...charge('big'), input: { amount: 1, note: 'n'.repeat(200) } },
       charge('', 5),
       { ...charge('nan'), input: { amount: Number.NaN } },
+      null as unknown as SubmitRequest,
       charge('b', 7, 'South'),
     ]);
     expect(summary(results)).toEqual([
@@ -86,6 +87,7 @@ describe.each(['sqlite', 'postgres'] as const)('submitMany on %s', (store) => {
       'input-too-large',
       'invalid-argument',
       'input-not-json',
+      'invalid-argument',
       'created b',
     ]);
     const a = results[0]!;
@@ -104,6 +106,7 @@ describe.each(['sqlite', 'postgres'] as const)('submitMany on %s', (store) => {
       'rejected North input-too-large',
       'rejected North invalid-argument',
       'rejected North input-not-json',
+      'rejected  invalid-argument',
       'submitted a true',
       'submitted a false',
       'rejected North idempotency-key-reused',
