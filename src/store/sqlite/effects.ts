@@ -208,7 +208,8 @@ export function markOne(ctx: SqliteContext, p: EffectMarkParams, now: number): b
 
 /**
  * The mark's write, once the caller has read the operation under the mark's lease in this
- * transaction (`markOne`, or an end the mark rides with: finish.ts). One statement moves the row
+ * transaction (`markOne`, or an end the mark rides with: finish.ts) and with it the operation's
+ * `seq`, which keys its effects. One statement moves the row
  * if its state allows and hands back the reservations it held, still in place (RETURNING shows
  * the row as written, so the statement leaves that column to a second one, which only an
  * effect that drew on a budget needs).
