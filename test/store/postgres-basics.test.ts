@@ -6,6 +6,7 @@
  * errors classified when the server goes away. Concurrency is awaited, never slept on.
  */
 import { createServer, type Server, Socket } from 'node:net';
+import type pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalJson, digestOfCanonical } from '../../src/core/digest.js';
 import { isSluiceError } from '../../src/core/errors/index.js';
@@ -68,6 +69,16 @@ async function processes(
   const stores = Array.from({ length: n }, () => db.store({ schema, poolSize: 3, ...options }));
   await stores[0]!.migrate();
   return stores;
+}
+
+/** A table's primary-key columns, in key order. */
+async function primaryKeyOf(client: pg.ClientBase, table: string): Promise<string[]> {
+  const key = await client.query<{ attname: string }>(
+    `SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+      WHERE i.indrelid = $1::regclass AND i.indisprimary ORDER BY array_position(i.indkey::int2[], a.attnum)`,
+    [table],
+  );
+  return key.rows.map((r) => r.attname);
 }
 
 async function codeOf(promise: Promise<unknown>): Promise<string> {
@@ -176,12 +187,7 @@ describe('migrations', () => {
         DELETE FROM ${s}.migrations WHERE version = 17;
         COMMIT;`);
       await store.migrate();
-      const key = await client.query(
-        `SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
-          WHERE i.indrelid = $1::regclass AND i.indisprimary ORDER BY array_position(i.indkey::int2[], a.attnum)`,
-        [`${s}.attempts`],
-      );
-      expect(key.rows.map((r) => r.attname)).toEqual(['op_seq', 'epoch']);
+      expect(await primaryKeyOf(client, `${s}.attempts`)).toEqual(['op_seq', 'epoch']);
     } finally {
       await client.end();
     }
@@ -230,12 +236,7 @@ describe('migrations', () => {
         DELETE FROM ${s}.migrations WHERE version = 20;
         COMMIT;`);
       await store.migrate();
-      const key = await client.query(
-        `SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
-          WHERE i.indrelid = $1::regclass AND i.indisprimary ORDER BY array_position(i.indkey::int2[], a.attnum)`,
-        [`${s}.effects`],
-      );
-      expect(key.rows.map((r) => r.attname)).toEqual(['op_seq', 'name']);
+      expect(await primaryKeyOf(client, `${s}.effects`)).toEqual(['op_seq', 'name']);
     } finally {
       await client.end();
     }
