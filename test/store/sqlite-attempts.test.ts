@@ -3,28 +3,21 @@
  * appends its rows instead of writing them wherever each id sorts. A file from before it migrates
  * with every attempt carried, and lists the same; the purge still removes them.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { type SqliteStore, sqliteStore } from '../../src/store/sqlite/index.js';
-import { FakeClock } from '../../src/testing/fake-clock.js';
+import type { SqliteStore } from '../../src/store/sqlite/index.js';
+import type { FakeClock } from '../../src/testing/fake-clock.js';
 import { BOOM, claim, leaseOf, submitParams } from '../conformance/fixtures.js';
+import { type SqliteFixture, sqliteFixture } from '../conformance/sqlite-fixture.js';
 
 describe('the SQLite attempts, kept by the operation', () => {
-  let dir: string;
+  let fixture: SqliteFixture;
   let store: SqliteStore;
   let clock: FakeClock;
   beforeEach(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'sluice-attempts-'));
-    clock = new FakeClock();
-    store = sqliteStore({ path: join(dir, 'sluice.db'), clock });
-    await store.migrate();
+    fixture = await sqliteFixture();
+    ({ store, clock } = fixture);
   });
-  afterEach(async () => {
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  afterEach(() => fixture.cleanup());
 
   /** Two operations whose ids sort against their order, one with a retry and a success. */
   async function history() {

@@ -2,15 +2,12 @@
  * SQLite's index of a tenant's operations by state holds only the settled states (migration 13):
  * a listing of a settled state reads it; an earlier file migrates to it and lists the same.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { type SqliteStore, sqliteStore } from '../../src/store/sqlite/index.js';
+import type { SqliteStore } from '../../src/store/sqlite/index.js';
 import { listParams, listSql } from '../../src/store/sqlite/list.js';
 import { schemaVersion } from '../../src/store/sqlite/migrate.js';
-import { FakeClock } from '../../src/testing/fake-clock.js';
 import { BOOM, claim, leaseOf, submitParams } from '../conformance/fixtures.js';
+import { type SqliteFixture, sqliteFixture } from '../conformance/sqlite-fixture.js';
 
 const indexes = (store: SqliteStore) =>
   store.context.db
@@ -27,17 +24,13 @@ const plan = (store: SqliteStore, p: Parameters<typeof listSql>[0]) =>
     .join('; ');
 
 describe('the SQLite index of settled operations by tenant', () => {
-  let dir: string;
+  let fixture: SqliteFixture;
   let store: SqliteStore;
   beforeEach(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'sluice-indexes-'));
-    store = sqliteStore({ path: join(dir, 'sluice.db'), clock: new FakeClock() });
-    await store.migrate();
+    fixture = await sqliteFixture();
+    store = fixture.store;
   });
-  afterEach(async () => {
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  afterEach(() => fixture.cleanup());
 
   it('leaves the live states out, and a listing of a settled state reads it', () => {
     const byName = new Map(indexes(store).map((i) => [i.name, i.sql]));

@@ -4,32 +4,25 @@
  * ways, a row whose every column holds a value of its own must come out the same: a column left
  * out of the list, or read from another position, would not.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { type SqliteStore, sqliteStore } from '../../src/store/sqlite/index.js';
+import type { SqliteStore } from '../../src/store/sqlite/index.js';
 import {
   operationColumns,
   operationRowOf,
   type RawOperation,
   toOperationRow,
 } from '../../src/store/sqlite/rows.js';
-import { FakeClock } from '../../src/testing/fake-clock.js';
 import { claimOne, submitParams } from '../conformance/fixtures.js';
+import { type SqliteFixture, sqliteFixture } from '../conformance/sqlite-fixture.js';
 
 describe('SQLite operation rows read as arrays', () => {
-  let dir: string;
+  let fixture: SqliteFixture;
   let store: SqliteStore;
   beforeEach(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'sluice-rows-'));
-    store = sqliteStore({ path: join(dir, 'sluice.db'), clock: new FakeClock() });
-    await store.migrate();
+    fixture = await sqliteFixture();
+    store = fixture.store;
   });
-  afterEach(async () => {
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  afterEach(() => fixture.cleanup());
 
   it('match the rows read as objects, column for column', async () => {
     await store.operationSubmitMany([submitParams({ id: 'op-1' })]);
