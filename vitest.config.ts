@@ -7,6 +7,5 @@ export default defineConfig({
     pool: 'forks',
     testTimeout: 60_000,
     hookTimeout: 60_000,
-    reporters: process.env.CI ? ['default'] : ['default'],
   },
 });

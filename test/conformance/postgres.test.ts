@@ -3,18 +3,11 @@
  * postgres.ts: `DATABASE_URL`'s server, or an embedded one), a fresh schema per case, migrated,
  * its clock a `FakeClock` (passed to the server as each statement's `now`). No case is skipped.
  */
-import { afterAll, beforeAll } from 'vitest';
 import { FakeClock } from '../../src/testing/fake-clock.js';
-import { type PgTestDatabase, startPostgres } from '../helpers/postgres.js';
+import { usePostgres } from '../helpers/postgres.js';
 import { describeStoreConformance } from './store-suite.js';
 
-let db: PgTestDatabase;
-beforeAll(async () => {
-  db = await startPostgres();
-});
-afterAll(async () => {
-  await db?.stop();
-});
+const db = usePostgres();
 
 describeStoreConformance('postgres', async () => {
   const clock = new FakeClock();

@@ -33,7 +33,7 @@ import {
 } from '../../src/index.js';
 import { FakeClock } from '../../src/testing/index.js';
 import { type Harness, harness } from '../helpers/engine.js';
-import { type PgTestDatabase, startPostgres } from '../helpers/postgres.js';
+import { usePostgres } from '../helpers/postgres.js';
 
 /** Whether a process has stopped running: no /proc entry, or a zombie waiting to be reaped. */
 function gone(pid: number): boolean {
@@ -486,18 +486,16 @@ describe('ctx.effect logs', () => {
 });
 
 describe('ctx.pgQuery', () => {
-  let db: PgTestDatabase;
+  const db = usePostgres();
   let admin: pg.Client;
   let h: Harness | undefined;
   const opened: Array<pg.Pool | pg.Client> = [];
 
   beforeAll(async () => {
-    db = await startPostgres();
     admin = await db.client();
   });
   afterAll(async () => {
     await admin?.end();
-    await db?.stop();
   });
   afterEach(async () => {
     await h?.close();

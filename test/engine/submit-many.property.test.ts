@@ -5,20 +5,14 @@
  * and the operations stored are the same either way.
  */
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { SluiceOptions, SubmitRequest } from '../../src/index.js';
 import { isSluiceError } from '../../src/index.js';
 import { type Harness, harness } from '../helpers/engine.js';
-import { type PgTestDatabase, startPostgres } from '../helpers/postgres.js';
+import { usePostgres } from '../helpers/postgres.js';
 
-let db: PgTestDatabase;
-beforeAll(async () => {
-  db = await startPostgres();
-});
-afterAll(async () => {
-  await db?.stop();
-});
+const db = usePostgres();
 
 const options: Partial<SluiceOptions> = { tenants: { A: { '*': { maxWaiting: 3 } } } };
 

@@ -5,7 +5,7 @@
  */
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
   CapacityExceeded,
@@ -15,19 +15,12 @@ import {
   type SubmitRequest,
 } from '../../src/index.js';
 import { type Harness, harness } from '../helpers/engine.js';
-import { type PgTestDatabase, startPostgres } from '../helpers/postgres.js';
+import { usePostgres } from '../helpers/postgres.js';
 
-let db: PgTestDatabase;
+const db = usePostgres();
 const open: Harness[] = [];
-beforeAll(async () => {
-  db = await startPostgres();
-});
-afterAll(async () => {
-  await db?.stop();
-});
 afterEach(async () => {
   await Promise.all(open.splice(0).map((h) => h.close()));
-  await db.closeStores();
 });
 
 const stores = {

@@ -11,10 +11,8 @@
  *
  * @example
  * ```ts
- * let pg: PgTestDatabase;
- * beforeAll(async () => { pg = await startPostgres(); });
- * afterAll(() => pg.stop());
- * it('…', async () => { const store = pg.store(); await store.migrate(); … });
+ * const db = usePostgres(); // started before the file's tests, stopped after them
+ * it('…', async () => { const store = db.store(); await store.migrate(); … });
  * ```
  */
 import { randomBytes } from 'node:crypto';
@@ -24,6 +22,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import pg from 'pg';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 import type { Clock } from '../../src/core/clock.js';
 import { type PostgresOptions, type PostgresStore, postgresStore } from '../../src/store/postgres/index.js';
 
@@ -188,6 +187,43 @@ export async function startPostgres(): Promise<PgTestDatabase> {
       await admin(server.adminUrl, (c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
       await server.stop();
     },
+  };
+}
+
+/**
+ * This file's (or this `describe`'s) database: started before its tests and stopped after them,
+ * and the stores a test made with `store()` closed after that test. Its hooks are registered
+ * where it is called, so a file's own `afterEach`/`afterAll` registered later run before these
+ * (vitest runs after-hooks in reverse): a test's engines close before their stores do. The handle
+ * forwards to the database once started; used before that, it throws.
+ */
+export function usePostgres(): PgTestDatabase {
+  let db: PgTestDatabase | undefined;
+  beforeAll(async () => {
+    db = await startPostgres();
+  });
+  afterEach(async () => {
+    await db?.closeStores();
+  });
+  afterAll(async () => {
+    await db?.stop();
+  });
+  const started = (): PgTestDatabase => {
+    if (!db) throw new Error('the test database is used before its beforeAll hook started it');
+    return db;
+  };
+  return {
+    get url() {
+      return started().url;
+    },
+    get embedded() {
+      return started().embedded;
+    },
+    freshSchema: () => started().freshSchema(),
+    store: (options) => started().store(options),
+    closeStores: () => started().closeStores(),
+    client: () => started().client(),
+    stop: () => started().stop(),
   };
 }
 

@@ -13,13 +13,13 @@
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { claimMany } from '../../src/store/postgres/claim.js';
 import { sqliteStore } from '../../src/store/sqlite/index.js';
 import type { Store } from '../../src/store/store.js';
 import type { ClaimParams, LeaseRef, OperationRow } from '../../src/store/types.js';
 import { leaseOf, rejectionCode, submitParams } from '../conformance/fixtures.js';
-import { type PgTestDatabase, startPostgres } from '../helpers/postgres.js';
+import { usePostgres } from '../helpers/postgres.js';
 
 const ref = { tenant: 'North', id: 'op-1' };
 const claimBy = (owner: string): ClaimParams => ({ class: 'default', owner, limit: 1, leaseMs: 30_000 });
@@ -119,16 +119,7 @@ describe('a claim whose commit is lost', () => {
   });
 
   describe('on PostgreSQL', () => {
-    let db: PgTestDatabase;
-    beforeAll(async () => {
-      db = await startPostgres();
-    });
-    afterAll(async () => {
-      await db?.stop();
-    });
-    afterEach(async () => {
-      await db.closeStores();
-    });
+    const db = usePostgres();
 
     it('a claim rolled back after its rows were read starts the operation under another epoch', async () => {
       const store = db.store({ schema: db.freshSchema() });

@@ -7,7 +7,7 @@
  */
 import { createServer, type Server, Socket } from 'node:net';
 import type pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { canonicalJson, digestOfCanonical } from '../../src/core/digest.js';
 import { isSluiceError } from '../../src/core/errors/index.js';
 import { claimMany } from '../../src/store/postgres/claim.js';
@@ -23,25 +23,9 @@ import type {
   SubmitParams,
 } from '../../src/store/types.js';
 import { FakeClock } from '../../src/testing/fake-clock.js';
-import {
-  freePort,
-  indexPagesRead,
-  type PgTestDatabase,
-  rowsRead,
-  startPostgres,
-  withoutAutovacuum,
-} from '../helpers/postgres.js';
+import { freePort, indexPagesRead, rowsRead, usePostgres, withoutAutovacuum } from '../helpers/postgres.js';
 
-let db: PgTestDatabase;
-beforeAll(async () => {
-  db = await startPostgres();
-});
-afterAll(async () => {
-  await db?.stop();
-});
-afterEach(async () => {
-  await db.closeStores();
-});
+const db = usePostgres();
 
 function item(over: Partial<SubmitParams> & { input?: unknown } = {}): SubmitParams {
   const { input = { n: 1 }, ...rest } = over;

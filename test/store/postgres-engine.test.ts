@@ -8,7 +8,7 @@
  * by claiming when a slot frees; and no claim at all when the queue is drained. Last, that the
  * plans a connection made while the tables were empty still find rows by key once they are large.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { Retryable, type SluiceOptions } from '../../src/index.js';
 import type { Store } from '../../src/store/store.js';
@@ -16,19 +16,12 @@ import type { ClaimResult } from '../../src/store/types.js';
 import { ProviderStub } from '../../src/testing/index.js';
 import { defineCharge, O7 } from '../helpers/charge-kind.js';
 import { type Harness, harness } from '../helpers/engine.js';
-import { type PgTestDatabase, rowsRead, startPostgres, withoutAutovacuum } from '../helpers/postgres.js';
+import { rowsRead, usePostgres, withoutAutovacuum } from '../helpers/postgres.js';
 
-let db: PgTestDatabase;
+const db = usePostgres();
 const open: Harness[] = [];
-beforeAll(async () => {
-  db = await startPostgres();
-});
-afterAll(async () => {
-  await db?.stop();
-});
 afterEach(async () => {
   await Promise.all(open.splice(0).map((h) => h.close()));
-  await db.closeStores();
 });
 
 async function engine(schema: string): Promise<Harness> {

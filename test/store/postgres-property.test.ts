@@ -8,7 +8,7 @@
  * for a lone candidate must pick, count and advance virtual times exactly as the general path).
  */
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { serviceOrder } from '../../src/store/sqlite/claim.js';
 import type { Store } from '../../src/store/store.js';
 import type { LeaseRef, QueueLimits } from '../../src/store/types.js';
@@ -16,15 +16,9 @@ import { FakeClock } from '../../src/testing/fake-clock.js';
 import { leaseOf, submitParams } from '../conformance/fixtures.js';
 import { sqliteFixture } from '../conformance/sqlite-fixture.js';
 import { checkStateMachineProperty, DEFAULT_PROPERTY_SEED } from '../conformance/state-machine-property.js';
-import { type PgTestDatabase, startPostgres } from '../helpers/postgres.js';
+import { usePostgres } from '../helpers/postgres.js';
 
-let db: PgTestDatabase;
-beforeAll(async () => {
-  db = await startPostgres();
-});
-afterAll(async () => {
-  await db?.stop();
-});
+const db = usePostgres();
 
 describe('Store state machine (property): postgres', () => {
   it('random histories keep every invariant after every step', async () => {

@@ -12,20 +12,19 @@
  * an invalid argument.
  */
 import type pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { isInvalidArgument, isOperationConflict, isStoreError } from '../../src/index.js';
 import { ProviderStub } from '../../src/testing/index.js';
 import { defineCharge } from '../helpers/charge-kind.js';
 import { type Harness, harness } from '../helpers/engine.js';
-import { type PgTestDatabase, startPostgres } from '../helpers/postgres.js';
+import { usePostgres } from '../helpers/postgres.js';
 
-let db: PgTestDatabase;
+const db = usePostgres();
 let h: Harness | undefined;
 let provider: ProviderStub;
 const clients: pg.Client[] = [];
 
 beforeAll(async () => {
-  db = await startPostgres();
   const c = await db.client();
   // The application's own table, outside Sluice's schemas (this file has its own database).
   await c.query('CREATE TABLE invoices (id integer PRIMARY KEY, amount_cents integer NOT NULL)');
@@ -35,10 +34,6 @@ afterEach(async () => {
   await Promise.all(clients.splice(0).map((c) => c.end().catch(() => {})));
   await h?.close();
   h = undefined;
-  await db.closeStores();
-});
-afterAll(async () => {
-  await db?.stop();
 });
 
 /** An engine on a fresh schema, with the charge kind; no worker started. */
