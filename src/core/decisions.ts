@@ -56,6 +56,11 @@ export function afterLeaseExpiry(facts: ExpiredLeaseFacts, maxLeaseExpiries: num
   return { to: 'queued', error: null };
 }
 
+/** What the attempt row of an attempt whose lease expired holds as its error. */
+export function leaseExpiredError(owner: string | null): ErrorRecord {
+  return { code: 'lease-expired', message: `lease held by ${owner} expired` };
+}
+
 /** The end of an operation whose deadline passed: `failed`, unless an effect's outcome is unknown. */
 export function endAtDeadline(hasPendingEffect: boolean): Decision {
   return hasPendingEffect

@@ -16,7 +16,7 @@
  * rows finished before the cutoff) of tables that grow from empty, and a plan cached for the
  * connection while a table was small stays a full scan once it is large.
  */
-import { afterLeaseExpiry } from '../../core/decisions.js';
+import { afterLeaseExpiry, leaseExpiredError } from '../../core/decisions.js';
 import { byteOrder } from '../byte-order.js';
 import type { PurgeParams, RescuedOperation, RescueParams } from '../types.js';
 import type { PgContext, Query } from './connection.js';
@@ -114,7 +114,7 @@ export function rescue(ctx: PgContext, p: RescueParams): Promise<RescuedOperatio
           op.lease_owner,
           op.started_at ?? now,
           now,
-          jsonText({ code: 'lease-expired', message: `lease held by ${op.lease_owner} expired` }),
+          jsonText(leaseExpiredError(op.lease_owner)),
         ],
       );
       if (requeue) {

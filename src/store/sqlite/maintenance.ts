@@ -4,7 +4,7 @@
  * backlog never makes one transaction hold the write lock for long. The purge also deletes budget
  * windows that ended more than a day ago and retry-budget buckets older than a day.
  */
-import { afterLeaseExpiry } from '../../core/decisions.js';
+import { afterLeaseExpiry, leaseExpiredError } from '../../core/decisions.js';
 import type { PurgeParams, RescuedOperation, RescueParams } from '../types.js';
 import type { SqliteContext } from './connection.js';
 import { hasPendingEffect, pastNoReturn } from './finish.js';
@@ -63,7 +63,7 @@ export function rescue(ctx: SqliteContext, p: RescueParams): RescuedOperation[] 
           op.lease_owner,
           op.started_at ?? now,
           now,
-          jsonText({ code: 'lease-expired', message: `lease held by ${op.lease_owner} expired` }),
+          jsonText(leaseExpiredError(op.lease_owner)),
         );
       if (requeue) queueEnter(ctx, op.class, op.tenant, 1, now, 1);
       else queueLeave(ctx, op.class, op.tenant, 0, 1);

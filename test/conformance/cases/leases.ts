@@ -224,6 +224,7 @@ export function leaseCases(t: CaseRegistry): void {
           startedAt,
           endedAt: now,
           outcome: 'lease-expired',
+          error: { code: 'lease-expired', message: 'lease held by crashed expired' },
         });
         // Redelivery: the next claim gets it under a new epoch.
         const again = await claimOne(store, { owner: 'w2' });
