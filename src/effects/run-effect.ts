@@ -25,11 +25,14 @@
  */
 
 import type { EffectCharges } from '../admission/budgets.js';
+import { assertPlainJson } from '../core/digest.js';
 import {
   EffectOutcomeUnknown,
   InvalidArgument,
   isBudgetExhausted,
+  isCancelRequested,
   isEffectConflict,
+  isLeaseLost,
   isPermanent,
   isRetryable,
   LeaseLost,
@@ -105,7 +108,12 @@ export interface EffectRuntime {
   journal: Journal;
   lease: LeaseRef;
   /** The attempt's stop; its `signal` is made on first read (runtime/attempt.ts). */
-  stop: { readonly signal: AbortSignal; throwIfAborted(): void };
+  stop: {
+    readonly signal: AbortSignal;
+    readonly aborted: boolean;
+    abort(reason: unknown): void;
+    throwIfAborted(): void;
+  };
   effectKey: (name: string) => string;
   retentionMs: number;
   /** Safety margin subtracted from retention: the longest a request may be outstanding. */
@@ -113,6 +121,8 @@ export interface EffectRuntime {
   failpointInfo: FailpointInfo;
   /** Requests the whole operation may send (all attempts). */
   maxCalls: number;
+  /** This attempt is the operation's last: a failure now is not retried. */
+  lastAttempt: boolean;
   /** The budgets an effect with this provider and cost draws on. */
   charges(provider: string | undefined, cost: number | undefined): EffectCharges;
   /**
@@ -154,17 +164,20 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
       }
       throw error;
     });
-  const begin = await budgeted(
-    rt.journal.begin({
-      lease: rt.lease,
-      name,
-      key,
-      provider: options.provider ?? null,
-      cost: options.cost ?? null,
-      spend: charges.spend,
-      rates: charges.rates,
-      maxCalls: rt.maxCalls,
-    }),
+  const begin = await fenced(
+    rt,
+    budgeted(
+      rt.journal.begin({
+        lease: rt.lease,
+        name,
+        key,
+        provider: options.provider ?? null,
+        cost: options.cost ?? null,
+        spend: charges.spend,
+        rates: charges.rates,
+        maxCalls: rt.maxCalls,
+      }),
+    ),
   );
   rt.checkAlive();
   let row: EffectRow = begin.row;
@@ -182,12 +195,24 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
     const retentionMs = options.retentionMs ?? rt.retentionMs;
     const insideWindow = begin.now - row.firstSentAt + rt.marginMs <= retentionMs;
     if (options.lookup) {
-      const found = await options.lookup({
-        key: row.key,
-        signal: rt.stop.signal,
-        firstSentAt: row.firstSentAt,
-        reference: row.reference,
-      });
+      let found: LookupResult<T>;
+      try {
+        found = await options.lookup({
+          key: row.key,
+          signal: rt.stop.signal,
+          firstSentAt: row.firstSentAt,
+          reference: row.reference,
+        });
+      } catch (error) {
+        rt.checkAlive();
+        // Past the window the lookup is the only safe way on. A lookup that failed for now is
+        // asked again by the next attempt; on the last one (or refused for good) there is no
+        // answer to be had, and the operation waits for a person, not in the dead letters,
+        // which are purged in time with a charge that may exist.
+        if (!insideWindow && (rt.lastAttempt || isPermanent(error)))
+          throw unknown(name, row, retentionMs, error);
+        throw error;
+      }
       rt.checkAlive();
       rt.onCall?.(name, options.provider ?? null, `lookup-${found.status}`);
       if (found.status === 'committed') {
@@ -204,14 +229,17 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
   }
   if (!begin.created) {
     row = (
-      await budgeted(
-        rt.store.effectRecordSend({
-          lease: rt.lease,
-          name,
-          spend: charges.spend,
-          rates: charges.rates,
-          maxCalls: rt.maxCalls,
-        }),
+      await fenced(
+        rt,
+        budgeted(
+          rt.store.effectRecordSend({
+            lease: rt.lease,
+            name,
+            spend: charges.spend,
+            rates: charges.rates,
+            maxCalls: rt.maxCalls,
+          }),
+        ),
       )
     ).row;
     rt.checkAlive();
@@ -219,6 +247,12 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
 
   await hit(rt, 'effect.before-call', info);
   rt.checkAlive();
+  if (rt.stop.aborted) {
+    // Stopped (timeout, cancel, shutdown) before the request left: nothing was sent this time,
+    // so after nothing uncertain the effect is known absent, as after a definite refusal.
+    if (clean) await rt.journal.mark({ lease: rt.lease, name, state: 'absent' });
+    rt.stop.throwIfAborted();
+  }
   let result: T;
   try {
     const stop = rt.stop;
@@ -281,6 +315,17 @@ async function commit(
   result: unknown,
   reference: string | null,
 ): Promise<void> {
+  try {
+    assertPlainJson(result ?? null);
+  } catch (error) {
+    // The provider did it, but the journal cannot keep what it answered, so a later attempt
+    // could not replay it. The row stays `pending` (its outcome unknown to the journal) and the
+    // operation fails, which a pending effect turns into `needs_reconciliation`: nothing is
+    // sent again.
+    throw new Permanent(`the result of effect ${name} is not plain JSON: ${(error as Error).message}`, {
+      code: 'effect-result-not-json',
+    });
+  }
   const mark = {
     lease: rt.lease,
     name,
@@ -302,10 +347,31 @@ async function commit(
   if (!ok) throw new LeaseLost(rt.lease.id);
 }
 
-function unknown(name: string, row: EffectRow, retentionMs: number): EffectOutcomeUnknown {
+function unknown(
+  name: string,
+  row: EffectRow,
+  retentionMs: number,
+  lookupError?: unknown,
+): EffectOutcomeUnknown {
+  const asked =
+    lookupError === undefined
+      ? ''
+      : ` (the lookup failed: ${toErrorRecord(lookupError).message.slice(0, 500)})`;
   return new EffectOutcomeUnknown(
     name,
     `effect ${name} (key ${row.key}) may have been sent at ${new Date(row.firstSentAt).toISOString()}, ` +
-      `beyond the provider's ${retentionMs} ms retention: a blind retry could repeat it, so it needs reconciliation`,
+      `beyond the provider's ${retentionMs} ms retention${asked}: a blind retry could repeat it, so it needs reconciliation`,
   );
+}
+
+/**
+ * A journal write the store refused because the lease is gone, or because a cancel came first,
+ * stops the attempt at once, as the heartbeat would on its next beat: a handler that catches the
+ * error must not go on as if it still owned the operation.
+ */
+function fenced<T>(rt: EffectRuntime, write: Promise<T>): Promise<T> {
+  return write.catch((error: unknown) => {
+    if (isLeaseLost(error) || isCancelRequested(error)) rt.stop.abort(error);
+    throw error;
+  });
 }

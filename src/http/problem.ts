@@ -139,6 +139,7 @@ export const PROBLEMS: Record<string, ProblemSpec> & Record<HttpProblemCode, Pro
   'worker-shutdown': OUTCOME,
   'lease-expired': OUTCOME,
   'result-not-json': OUTCOME,
+  'effect-result-not-json': OUTCOME,
   ...HTTP_PROBLEMS,
 };
 
@@ -289,6 +290,8 @@ export function sendProblem(request: FastifyRequest, reply: FastifyReply, error:
   }
   reply.code(problem.status);
   for (const [name, value] of Object.entries(problem.headers)) reply.header(name, value);
+  // Set here too: a problem raised before routing (a malformed URL) skips the onSend hook.
+  if (request.url.startsWith('/v1/')) reply.header('cache-control', 'no-store');
   return reply.type(PROBLEM_CONTENT_TYPE).send(JSON.stringify(problem.body));
 }
 

@@ -14,6 +14,7 @@ import type { RetryBudgetConfig } from '../admission/retry-budget.js';
 import { endAtDeadline } from '../core/decisions.js';
 import { assertPlainJson } from '../core/digest.js';
 import {
+  AttemptEnded,
   AttemptTimeout,
   CancelRequested,
   DeadlineExceeded,
@@ -27,6 +28,7 @@ import {
 } from '../core/errors/index.js';
 import { AttemptMarks } from '../effects/attempt-marks.js';
 import type { EffectKeyFn } from '../effects/effect-key.js';
+import { InflightEffects } from '../effects/inflight.js';
 import type { Journal } from '../effects/run-effect.js';
 import type { SluiceEvents } from '../observability/events.js';
 import type { Heartbeat } from '../queue/heartbeat.js';
@@ -310,6 +312,14 @@ async function execute(
     }
   };
 
+  const effects = new InflightEffects();
+  // An effect the handler started and did not await is waited for before the end is decided,
+  // as long as a handler would be: until it settles, or the attempt is stopped and its grace
+  // runs out (effects/inflight.ts).
+  const effectsSettled = async () => {
+    if (effects.size === 0 || crashed) return;
+    await untilAbortedPlusGrace(effects.settled(), stop, env.abortGraceMs).catch(() => {});
+  };
   const ctx = new OperationContext(
     {
       tenant: row.tenant,
@@ -323,6 +333,7 @@ async function execute(
     {
       remainingMs,
       scope,
+      effects,
       tempDir: () => {
         checkAlive();
         stop.throwIfAborted();
@@ -343,6 +354,7 @@ async function execute(
         retentionMs: kind.limits.effectRetentionMs,
         marginMs: kind.limits.attemptTimeoutMs,
         maxCalls: kind.limits.maxProviderCalls,
+        lastAttempt: row.attempt >= row.maxAttempts,
         charges: (provider, cost) => chargesFor(env.providers, provider, row.tenant, cost),
         failpointInfo: { tenant: row.tenant, id: row.id, attempt: row.attempt },
         marks,
@@ -361,6 +373,7 @@ async function execute(
   try {
     const input = await validateInput(kind, row.input);
     const result = await untilAbortedPlusGrace(Promise.resolve(kind.run(input, ctx)), stop, env.abortGraceMs);
+    await effectsSettled();
     checkAlive();
     if (temps.length > 0) measureTemps();
     // Over a limit is over, even if the handler finished before the next check.
@@ -375,6 +388,7 @@ async function execute(
     }
     return { outcome: 'succeeded', result: value };
   } catch (error) {
+    if (!isSimulatedCrash(error)) await effectsSettled();
     if (isSimulatedCrash(error) || crashed) {
       crashed = true;
       return 'crashed';
@@ -393,6 +407,8 @@ async function execute(
       env.random,
     );
   } finally {
+    // Nothing the handler left behind may start anything in the attempt's name from now on.
+    stop.end();
     // Subprocesses first: they may still be writing into the temporary folders.
     await scope.close();
     clearTimeout(timer);
@@ -425,19 +441,23 @@ export class AttemptStop {
   #controller: AbortController | undefined;
   #aborted = false;
   #reason: unknown;
+  /** Ended with nothing holding the signal: the `AttemptEnded` reason is made only if asked for. */
+  #endedUnread = false;
   afterAbort: (() => void) | undefined;
 
   get aborted(): boolean {
-    return this.#aborted;
+    return this.#aborted || this.#endedUnread;
   }
 
   /** Why the attempt was stopped; undefined while it runs. */
   get reason(): unknown {
+    this.#settleEnd();
     return this.#reason;
   }
 
   get signal(): AbortSignal {
     if (!this.#controller) {
+      this.#settleEnd();
       this.#controller = new AbortController();
       if (this.#aborted) this.#controller.abort(this.#reason);
     }
@@ -446,15 +466,35 @@ export class AttemptStop {
 
   /** The first call wins; later ones change nothing, as with `AbortController`. */
   abort(reason: unknown): void {
-    if (this.#aborted) return;
+    if (this.aborted) return;
     this.#aborted = true;
     this.#reason = reason;
     this.#controller?.abort(reason);
     this.afterAbort?.();
   }
 
+  /**
+   * The attempt is over: whatever still holds its signal (an effect's call the handler did not
+   * await, a callback that runs later) is stopped with `AttemptEnded`, and nothing new may start.
+   * A stop already fired keeps its reason. Most attempts end with their signal never read: for
+   * them the error is made only if something asks later (an `Error` costs its stack trace).
+   */
+  end(): void {
+    if (this.aborted) return;
+    if (this.#controller) this.abort(new AttemptEnded());
+    else this.#endedUnread = true;
+  }
+
   throwIfAborted(): void {
+    this.#settleEnd();
     if (this.#aborted) throw this.#reason;
+  }
+
+  #settleEnd(): void {
+    if (!this.#endedUnread) return;
+    this.#endedUnread = false;
+    this.#aborted = true;
+    this.#reason = new AttemptEnded();
   }
 }
 

@@ -10,6 +10,7 @@
  * `reason` is the typed error saying which.
  */
 import type { Logger } from 'pino';
+import type { InflightEffects } from '../effects/inflight.js';
 import { type EffectOptions, type EffectRuntime, runEffect } from '../effects/run-effect.js';
 import { loggedEffect } from './helpers/effect-log.js';
 import { type ExecOptions, type ExecResult, exec } from './helpers/exec.js';
@@ -20,6 +21,8 @@ import type { LazyLog } from './lazy-log.js';
 
 export interface AttemptHooks {
   effectRuntime: EffectRuntime;
+  /** The attempt's effects under way: one run per name at a time, awaited by the end. */
+  effects: InflightEffects;
   tempDir(): string;
   remainingMs(): number;
   /** What the helpers started in this attempt, stopped when it ends (helpers/scope.ts). */
@@ -79,7 +82,8 @@ export class OperationContext {
 
   /**
    * Performs an external effect at most once per operation, whatever crashes or retries happen
-   * (see docs/effect-protocol.md). The result must be plain JSON: it is journaled.
+   * (see docs/effect-protocol.md). The result must be plain JSON: it is journaled. A second
+   * call of the same name while the first is under way gets the first's result.
    *
    * @example
    * ```ts
@@ -91,11 +95,14 @@ export class OperationContext {
    */
   effect<T>(name: string, options: EffectOptions<T>): Promise<T> {
     const runtime = this.#hooks.effectRuntime;
-    return loggedEffect(
-      this.#logs,
-      name,
-      () => runtime.effectKey(name),
-      () => runEffect(runtime, name, options),
+    // A second call of the same name while the first runs joins it (effects/inflight.ts).
+    return this.#hooks.effects.run(name, () =>
+      loggedEffect(
+        this.#logs,
+        name,
+        () => runtime.effectKey(name),
+        () => runEffect(runtime, name, options),
+      ),
     );
   }
 

@@ -25,7 +25,7 @@ export interface KindLimits {
   effectRetentionMs?: number;
   /** Bytes an attempt may keep in its `ctx.tempDir()` folders; beyond it the attempt is stopped. Default 1 GiB. */
   maxTempBytes?: number;
-  /** External effect requests (sends and lookups) one operation may make, all attempts together. Default 50. */
+  /** Requests sent under the operation's effect keys (lookups not counted), all effects and attempts together. Default 50. */
   maxProviderCalls?: number;
 }
 

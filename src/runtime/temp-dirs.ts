@@ -3,7 +3,8 @@
  * Temporary directories for handlers. Each worker owns `<root>/<pid>-<nonce>/`; a handler's
  * directories live under it and are removed on every exit path of the attempt (success, error,
  * timeout, abort). A worker killed outright leaves its folder behind: the next worker to start
- * on the machine removes the folders of processes that no longer exist.
+ * on the machine removes the folders of processes that no longer exist, and those named for its
+ * own pid that no worker of its own made (an earlier process had the pid).
  *
  * The same folder records the process groups of the worker's running subprocesses (`ctx.exec`,
  * `.group-<pgid>` holding the leader's start time), so the sweep can also kill what a killed
@@ -23,6 +24,21 @@ function alive(pid: number): boolean {
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
+}
+
+/**
+ * The owner folders this process made, whichever copy of this module made them: a folder named
+ * for this process's pid is a sibling worker's only if it is here. Any other one with the same
+ * pid was left by an earlier process that had it (a container's PID 1 after a restart).
+ */
+const OWNED = ownedFolders();
+
+function ownedFolders(): Set<string> {
+  const registry = globalThis as Record<symbol, Set<string> | undefined>;
+  const key = Symbol.for('sluice.temp-dirs.owned');
+  const owned = registry[key] ?? new Set<string>();
+  registry[key] = owned;
+  return owned;
 }
 
 const safe = (s: string) => s.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 40);
@@ -68,6 +84,7 @@ export class TempDirs {
 
   constructor(readonly root: string) {
     this.ownerDir = join(root, `${process.pid}-${randomBytes(4).toString('hex')}`);
+    OWNED.add(this.ownerDir);
   }
 
   /** Removes the folders of dead workers; returns how many it removed. */
@@ -81,7 +98,8 @@ export class TempDirs {
     }
     for (const name of entries) {
       const pid = Number(name.split('-')[0]);
-      if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid || alive(pid)) continue;
+      if (!Number.isInteger(pid) || pid <= 0) continue;
+      if (pid === process.pid ? OWNED.has(join(this.root, name)) : alive(pid)) continue;
       killRecordedGroups(join(this.root, name));
       rmSync(join(this.root, name), { recursive: true, force: true });
       removed++;
@@ -142,5 +160,6 @@ export class TempDirs {
   /** Removes this worker's own folder (at stop). */
   removeOwn(): void {
     rmSync(this.ownerDir, { recursive: true, force: true });
+    OWNED.delete(this.ownerDir);
   }
 }

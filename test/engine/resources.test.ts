@@ -4,10 +4,11 @@
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { isAttemptTimeout, isLeaseLost, Permanent } from '../../src/index.js';
+import { TempDirs } from '../../src/runtime/temp-dirs.js';
 import { FakeClock } from '../../src/testing/index.js';
 import { type Harness, harness } from '../helpers/engine.js';
 import { Gate } from '../helpers/gate.js';
@@ -132,14 +133,28 @@ describe('resources are released on every exit path', () => {
     expect(paths.every((p) => !existsSync(p))).toBe(true);
   });
 
-  it('sweeps the temporary folders of dead workers at start', async () => {
+  it("sweeps the temporary folders of dead workers at start, and keeps a live sibling's", async () => {
     h = await harness();
     h.sluice.define('job', { input: z.object({}), run: () => null });
     const root = join(h.dir, 'tmp');
     const dead = spawnSync(process.execPath, ['-e', '0']).pid;
     mkdirSync(join(root, `${dead}-abcd1234`, 'North-O1-1-x'), { recursive: true });
-    mkdirSync(join(root, `${process.pid}-live0000`), { recursive: true });
+    // A worker of this process, with a temporary folder in use.
+    const sibling = new TempDirs(root);
+    const inUse = sibling.create('North', 'O2', 1);
     h.worker().start();
-    expect(readdirSync(root)).toEqual([`${process.pid}-live0000`]);
+    expect(readdirSync(root)).toEqual([basename(sibling.ownerDir)]);
+    expect(existsSync(inUse)).toBe(true);
+    sibling.removeOwn();
+  });
+
+  it('sweeps a folder named for its own pid that no worker of this process made', async () => {
+    // A container restarted: the new worker is PID 1 again, and finds PID 1's folder of the last run.
+    h = await harness();
+    h.sluice.define('job', { input: z.object({}), run: () => null });
+    const root = join(h.dir, 'tmp');
+    mkdirSync(join(root, `${process.pid}-0ld0ld00`, 'North-O1-1-x'), { recursive: true });
+    h.worker().start();
+    expect(readdirSync(root)).toEqual([]);
   });
 });

@@ -49,3 +49,14 @@ export class WorkerShutdown extends SluiceError {
   }
 }
 export const isWorkerShutdown = (e: unknown): e is WorkerShutdown => hasCode(e, 'worker-shutdown');
+
+/**
+ * The attempt is over: what its handler left running (a helper call, an effect's call it did not
+ * await) was stopped, and nothing new may start in its name (an effect, a temporary folder).
+ */
+export class AttemptEnded extends SluiceError {
+  constructor() {
+    super('attempt-ended', 'the attempt ended while this call was still running; it was stopped');
+  }
+}
+export const isAttemptEnded = (e: unknown): e is AttemptEnded => hasCode(e, 'attempt-ended');

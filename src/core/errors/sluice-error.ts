@@ -47,13 +47,49 @@ export interface ErrorRecord {
   details?: unknown;
 }
 
-/** Turns anything thrown into a record that is safe to store (no stack, bounded message). */
+/** The most JSON an error record's `details` may hold; larger details are replaced by a note. */
+export const MAX_ERROR_DETAILS_BYTES = 16_384;
+
+/**
+ * Turns anything thrown into a record that is safe to store (no stack, bounded message, details
+ * that are JSON of bounded size). It never throws: the record is written in the same transaction
+ * as other attempts' ends, which one unstorable error must not take down with it.
+ */
 export function toErrorRecord(error: unknown, outcome?: ErrorRecord['outcome']): ErrorRecord {
-  const message = error instanceof Error ? error.message : String(error);
   const code = isSluiceError(error) ? error.code : 'unclassified-error';
-  const record: ErrorRecord = { code, message: message.slice(0, 2000) };
+  const record: ErrorRecord = { code, message: messageOf(error).slice(0, 2000) };
   if (outcome) record.outcome = outcome;
-  const details = (error as { details?: unknown } | null)?.details;
-  if (details !== undefined) record.details = details;
+  let details: unknown;
+  try {
+    details = (error as { details?: unknown } | null)?.details;
+  } catch {
+    details = { omitted: "reading the error's details threw" };
+  }
+  if (details !== undefined) record.details = storableDetails(details);
   return record;
+}
+
+function messageOf(error: unknown): string {
+  try {
+    const message = error instanceof Error ? error.message : String(error);
+    return typeof message === 'string' ? message : String(message);
+  } catch {
+    // `String(Object.create(null))` throws, and so may a getter.
+    return `a thrown ${typeof error} with no printable form`;
+  }
+}
+
+/** `details` as the JSON the store will keep, or a note saying why they were left out. */
+function storableDetails(details: unknown): unknown {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(details);
+  } catch (error) {
+    return { omitted: `the details are not JSON: ${messageOf(error)}` };
+  }
+  if (text === undefined) return { omitted: `the details are a ${typeof details}, which JSON cannot hold` };
+  const bytes = Buffer.byteLength(text);
+  if (bytes > MAX_ERROR_DETAILS_BYTES)
+    return { omitted: `the details are ${bytes} bytes of JSON, over the ${MAX_ERROR_DETAILS_BYTES} kept` };
+  return JSON.parse(text);
 }

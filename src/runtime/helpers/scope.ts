@@ -23,15 +23,9 @@
  * reaped, a query cancelled), each bounded by the helper's own grace.
  */
 import type { Logger } from 'pino';
-import { hasCode, SluiceError } from '../../core/errors/index.js';
+import { AttemptEnded, isAttemptEnded } from '../../core/errors/index.js';
 
-/** The handler finished while a helper it started was still running; the helper was stopped. */
-export class AttemptEnded extends SluiceError {
-  constructor() {
-    super('attempt-ended', 'the attempt ended while this call was still running; it was stopped');
-  }
-}
-export const isAttemptEnded = (e: unknown): e is AttemptEnded => hasCode(e, 'attempt-ended');
+export { AttemptEnded, isAttemptEnded } from '../../core/errors/index.js';
 
 /** Something a helper started that the attempt must stop (and wait for) when it ends. */
 export interface Tracked {

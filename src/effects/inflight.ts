@@ -1,0 +1,40 @@
+/**
+ * @module effects/inflight
+ * The effects of one attempt that have not settled yet.
+ *
+ * Two `ctx.effect` calls of the same name at once (`Promise.all`) are one effect: the second
+ * joins the first and gets its result or its error. Left to run side by side, both would pass
+ * step 1 before either had written, and the provider would be asked twice; the journal row
+ * would then refuse the second mark and the attempt would take that for a lost lease.
+ *
+ * The attempt's end waits for them too. A handler that fails on one effect while another is
+ * still waiting for its provider (`Promise.all` rejects at the first error) would otherwise write
+ * its end with that effect `pending`: an operation parked for reconciliation, or retried, over a
+ * call that may be about to succeed. Waiting, the end carries what the provider answered.
+ */
+export class InflightEffects {
+  readonly #running = new Map<string, Promise<unknown>>();
+
+  /** Runs the effect `name`, or joins the run of it already under way in this attempt. */
+  run<T>(name: string, start: () => Promise<T>): Promise<T> {
+    const running = this.#running.get(name);
+    if (running) return running as Promise<T>;
+    const run = start();
+    this.#running.set(name, run);
+    const settled = () => {
+      if (this.#running.get(name) === run) this.#running.delete(name);
+    };
+    run.then(settled, settled);
+    return run;
+  }
+
+  /** How many effects are under way. */
+  get size(): number {
+    return this.#running.size;
+  }
+
+  /** Resolves once every effect under way now has settled, however; never rejects. */
+  async settled(): Promise<void> {
+    await Promise.allSettled([...this.#running.values()]);
+  }
+}

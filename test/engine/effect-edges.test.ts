@@ -1,0 +1,371 @@
+/**
+ * The effect protocol at the edges of how handlers use it: the same effect twice at once, an
+ * effect still under way when the handler fails, a stop that comes between `pending` and the
+ * call, results and errors that are not JSON, a lookup that fails past the retention window,
+ * and what a handler's leftovers may still do once its attempt has ended.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import {
+  Ambiguous,
+  isAttemptEnded,
+  isLeaseLost,
+  MAX_ERROR_DETAILS_BYTES,
+  Permanent,
+  Retryable,
+} from '../../src/index.js';
+import { FakeClock, failpoints } from '../../src/testing/index.js';
+import { type Harness, harness } from '../helpers/engine.js';
+import { Gate } from '../helpers/gate.js';
+
+const ref = (id: string) => ({ tenant: 'North', id });
+
+/** Resolves after `n` turns of the event loop. */
+async function turns(n: number): Promise<void> {
+  for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve));
+}
+
+describe('effects at the edges of a handler', () => {
+  let h: Harness;
+  afterEach(async () => {
+    failpoints.reset();
+    await h?.close();
+  });
+
+  it('runs one effect for two concurrent calls of the same name, and keeps the lease', async () => {
+    h = await harness();
+    let calls = 0;
+    const working = new Gate();
+    h.sluice.define('job', {
+      input: z.object({}),
+      async run(_input, ctx) {
+        const call = async () => ({ charge: `ch_${++calls}` });
+        const [a, b] = await Promise.all([ctx.effect('charge', { call }), ctx.effect('charge', { call })]);
+        // Work on, so the mark is written alone while the attempt still runs.
+        await working.wait(ctx.signal);
+        return { a, b };
+      },
+    });
+    h.worker().start();
+    await h.sluice.submit({ ...ref('twice'), kind: 'job', input: {} });
+    await working.arrived;
+    // The mark's batch left while the handler waits; a refused mark would have stopped it.
+    await h.store.effectList(ref('twice')).then((rows) => expect(rows[0]?.state).toBeDefined());
+    working.open();
+    const done = await h.sluice.wait(ref('twice'));
+    expect([done.state, done.attempt]).toEqual(['succeeded', 1]);
+    expect(done.result).toEqual({ a: { charge: 'ch_1' }, b: { charge: 'ch_1' } });
+    expect(calls).toBe(1);
+    const [effect] = await h.store.effectList(ref('twice'));
+    expect([effect?.state, effect?.sends]).toEqual(['committed', 1]);
+  });
+
+  it('waits for an effect still under way when the handler fails on another', async () => {
+    h = await harness();
+    const slow = new Gate();
+    const failed = new Gate();
+    h.sluice.define('job', {
+      input: z.object({}),
+      limits: { maxAttempts: 1 },
+      async run(_input, ctx) {
+        await Promise.all([
+          ctx.effect('slow', {
+            call: async ({ signal }) => {
+              await slow.wait(signal);
+              return { done: true };
+            },
+          }),
+          ctx.effect('refused', {
+            call: async () => {
+              await slow.arrived;
+              throw new Permanent('card declined');
+            },
+          }),
+        ]).catch((error) => {
+          failed.open();
+          throw error;
+        });
+      },
+    });
+    h.worker().start();
+    await h.sluice.submit({ ...ref('both'), kind: 'job', input: {} });
+    await failed.opens;
+    // SQLite writes in the event loop's thread: an end not held back would be written within
+    // these turns, and the operation would be over.
+    const ended = await Promise.race([
+      h.sluice.wait(ref('both')).then(() => true),
+      turns(50).then(() => false),
+    ]);
+    expect(ended).toBe(false);
+    expect((await h.sluice.get(ref('both')))?.state).toBe('running');
+    slow.open();
+    const done = await h.sluice.wait(ref('both'));
+    // The slow effect's answer was kept: the journal knows it happened, nothing is left unknown.
+    expect([done.state, done.error?.code]).toEqual(['failed', 'permanent-failure']);
+    const effects = Object.fromEntries((await h.store.effectList(ref('both'))).map((e) => [e.name, e.state]));
+    expect(effects).toEqual({ slow: 'committed', refused: 'failed' });
+  });
+
+  it('stops, at the end of its attempt, an effect call that outlives the grace', async () => {
+    h = await harness();
+    const outlives = new Gate();
+    let signal: AbortSignal | undefined;
+    h.sluice.define('job', {
+      input: z.object({}),
+      limits: { maxAttempts: 1, attemptTimeoutMs: 50 },
+      async run(_input, ctx) {
+        void ctx
+          .effect('ignores', {
+            call: async (args) => {
+              signal = args.signal;
+              // A call that ignores its signal.
+              await outlives.wait();
+              return 1;
+            },
+          })
+          .catch(() => {});
+        return 'returned';
+      },
+    });
+    h.worker({ abortGraceMs: 10 }).start();
+    await h.sluice.submit({ ...ref('late'), kind: 'job', input: {} });
+    const done = await h.sluice.wait(ref('late'));
+    expect(done.state).toBe('succeeded');
+    expect(signal?.aborted).toBe(true);
+    outlives.open();
+  });
+
+  it('sends nothing when the attempt is stopped between `pending` and the call', async () => {
+    h = await harness();
+    let calls = 0;
+    let signal: AbortSignal | undefined;
+    h.sluice.define('job', {
+      input: z.object({}),
+      async run(_input, ctx) {
+        signal = ctx.signal;
+        return ctx.effect('charge', { call: async () => ({ charge: `ch_${++calls}` }) });
+      },
+    });
+    const first = h.worker();
+    const stopped = new Gate();
+    failpoints.enable('effect.before-call', async () => {
+      // The worker shuts down after the `pending` row is written, before the request leaves.
+      void first.stop({ graceMs: 0 }).then(() => stopped.open());
+      await new Promise((resolve) => signal?.addEventListener('abort', resolve, { once: true }));
+    });
+    first.start();
+    await h.sluice.submit({ ...ref('stopped'), kind: 'job', input: {} });
+    await stopped.opens;
+    expect(calls).toBe(0);
+    const [effect] = await h.store.effectList(ref('stopped'));
+    expect(effect?.state).toBe('absent');
+    expect((await h.sluice.get(ref('stopped')))?.state).toBe('queued');
+    failpoints.reset();
+    h.worker().start();
+    const done = await h.sluice.wait(ref('stopped'));
+    expect([done.state, done.result, calls]).toEqual(['succeeded', { charge: 'ch_1' }, 1]);
+  });
+
+  it('refuses a temporary folder to a handler whose attempt has ended', async () => {
+    h = await harness();
+    const ended = new Gate();
+    let late: unknown;
+    h.sluice.define('job', {
+      input: z.object({}),
+      async run(_input, ctx) {
+        void ended.opens.then(() =>
+          ctx.tempDir().then(
+            (path) => {
+              late = path;
+            },
+            (error) => {
+              late = error;
+            },
+          ),
+        );
+        return null;
+      },
+    });
+    const worker = h.worker();
+    worker.start();
+    await h.sluice.submit({ ...ref('left'), kind: 'job', input: {} });
+    expect((await h.sluice.wait(ref('left'))).state).toBe('succeeded');
+    ended.open();
+    await turns(2);
+    expect(isAttemptEnded(late)).toBe(true);
+    expect(worker.tempBytes()).toBe(0);
+  });
+
+  it("ends other operations whatever one handler's error carries", async () => {
+    h = await harness();
+    const circular: Record<string, unknown> = { a: 1 };
+    circular.self = circular;
+    const big = { blob: 'x'.repeat(MAX_ERROR_DETAILS_BYTES) };
+    const thrown: Record<string, unknown> = {
+      circular: Object.assign(new Error('boom'), { details: circular }),
+      bigint: new Permanent('declined', { details: { amount: 10n } }),
+      big: new Permanent('too much', { details: big }),
+      nullProto: Object.create(null),
+    };
+    h.sluice.define('bad', {
+      input: z.object({ what: z.string() }),
+      limits: { maxAttempts: 1 },
+      run: ({ what }) => {
+        throw thrown[what];
+      },
+    });
+    h.sluice.define('good', { input: z.object({ n: z.number() }), run: ({ n }) => n });
+    for (const what of Object.keys(thrown))
+      await h.sluice.submit({ ...ref(what), kind: 'bad', input: { what } });
+    for (let n = 0; n < 5; n++) await h.sluice.submit({ ...ref(`g${n}`), kind: 'good', input: { n } });
+    h.worker().start();
+    for (let n = 0; n < 5; n++) expect((await h.sluice.wait(ref(`g${n}`))).result).toBe(n);
+    const ends = Object.fromEntries(
+      await Promise.all(
+        Object.keys(thrown).map(async (what) => {
+          const op = await h.sluice.wait(ref(what));
+          return [what, [op.state, op.error?.details]];
+        }),
+      ),
+    );
+    expect(ends.circular).toEqual([
+      'dead',
+      {
+        lastError: expect.objectContaining({
+          details: { omitted: expect.stringContaining('not JSON') },
+        }),
+      },
+    ]);
+    expect(ends.bigint).toEqual(['failed', { omitted: expect.stringContaining('not JSON') }]);
+    expect(ends.big).toEqual(['failed', { omitted: expect.stringContaining(`${MAX_ERROR_DETAILS_BYTES}`) }]);
+    expect(ends.nullProto?.[0]).toBe('dead');
+  });
+
+  it('fails a provider refusal at once even when its details are not JSON', async () => {
+    h = await harness();
+    let calls = 0;
+    h.sluice.define('job', {
+      input: z.object({}),
+      async run(_input, ctx) {
+        return ctx.effect('charge', {
+          call: async () => {
+            calls++;
+            throw new Permanent('declined', { details: { amount: 10n } });
+          },
+        });
+      },
+    });
+    h.worker().start();
+    await h.sluice.submit({ ...ref('declined'), kind: 'job', input: {} });
+    const done = await h.sluice.wait(ref('declined'));
+    expect([done.state, done.attempt, calls]).toEqual(['failed', 1, 1]);
+    const [effect] = await h.store.effectList(ref('declined'));
+    expect(effect?.state).toBe('failed');
+  });
+
+  it('asks a person, and calls no more, when an effect answers with something not JSON', async () => {
+    h = await harness();
+    let calls = 0;
+    h.sluice.define('job', {
+      input: z.object({}),
+      async run(_input, ctx) {
+        return ctx.effect('charge', {
+          call: async () => {
+            calls++;
+            return { amount: 10n };
+          },
+        });
+      },
+    });
+    h.worker().start();
+    await h.sluice.submit({ ...ref('bigint'), kind: 'job', input: {} });
+    const done = await h.sluice.wait(ref('bigint'));
+    expect([done.state, done.error?.code, calls]).toEqual([
+      'needs_reconciliation',
+      'effect-result-not-json',
+      1,
+    ]);
+    const [effect] = await h.store.effectList(ref('bigint'));
+    expect(effect?.state).toBe('pending');
+  });
+
+  describe('a lookup that fails past the retention window', () => {
+    const RETENTION = 60_000;
+
+    async function run(maxAttempts: number, lookupFails: number) {
+      const clock = new FakeClock();
+      h = await harness({ clock });
+      let calls = 0;
+      let lookups = 0;
+      h.sluice.define('job', {
+        input: z.object({}),
+        limits: { maxAttempts, attemptTimeoutMs: 1000, backoff: { baseMs: 1, capMs: 1 } },
+        async run(_input, ctx) {
+          return ctx.effect('charge', {
+            retentionMs: RETENTION,
+            call: async () => {
+              calls++;
+              throw new Ambiguous('timed out after sending');
+            },
+            lookup: async () => {
+              lookups++;
+              if (lookups <= lookupFails) throw new Retryable('lookup: 503');
+              return { status: 'committed', result: { charge: 'ch_1' } };
+            },
+          });
+        },
+      });
+      // Every attempt after the first begins past the window.
+      failpoints.enable('effect.before-pending', {
+        action: () => clock.advance(2 * RETENTION),
+        nth: 2,
+        times: Number.POSITIVE_INFINITY,
+      });
+      h.worker().start();
+      await h.sluice.submit({ ...ref('late'), kind: 'job', input: {} });
+      return { done: await h.sluice.wait(ref('late')), calls: () => calls, lookups: () => lookups };
+    }
+
+    it('is asked again while attempts remain', async () => {
+      const { done, calls, lookups } = await run(3, 1);
+      expect([done.state, done.result, calls(), lookups()]).toEqual(['succeeded', { charge: 'ch_1' }, 1, 2]);
+    });
+
+    it('leaves the operation to a person on the last attempt, not in the dead letters', async () => {
+      const { done, calls, lookups } = await run(2, 1);
+      expect([done.state, done.error?.code, calls(), lookups()]).toEqual([
+        'needs_reconciliation',
+        'effect-outcome-unknown',
+        1,
+        1,
+      ]);
+      expect(done.error?.message).toContain('lookup: 503');
+    });
+  });
+
+  it('stops a handler at once when the journal says its lease is gone', async () => {
+    const clock = new FakeClock();
+    h = await harness({ clock });
+    const reasons: unknown[] = [];
+    h.sluice.define('job', {
+      input: z.object({}),
+      async run(_input, ctx) {
+        // A handler that swallows the journal's refusal must still find its signal fired.
+        await ctx.effect('charge', { call: async () => 1 }).catch(() => {});
+        reasons.push(ctx.signal.aborted ? ctx.signal.reason : 'running');
+        return 'went on';
+      },
+    });
+    failpoints.enable('effect.before-pending', async () => {
+      // The lease runs out and is rescued before the `pending` row is written.
+      clock.advance(60_000);
+      await h.store.leaseRescue({ maxLeaseExpiries: 3, limit: 10 });
+    });
+    h.worker({ leaseMs: 30_000, heartbeatMs: 3_600_000 }).start();
+    await h.sluice.submit({ ...ref('taken'), kind: 'job', input: {} });
+    const done = await h.sluice.wait(ref('taken'));
+    expect([done.state, done.attempt]).toEqual(['succeeded', 2]);
+    expect(isLeaseLost(reasons[0])).toBe(true);
+    expect(reasons[1]).toBe('running');
+  });
+});
