@@ -9,11 +9,19 @@ import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';
 import { InputNotJson } from './errors/index.js';
 
-/** Throws `InputNotJson` unless `value` is plain JSON (no undefined, functions, BigInt, cycles, NaN). */
+/** In Unicode mode a surrogate pair is one code point: only a lone surrogate is of category Cs. */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/** Throws `InputNotJson` unless `value` is plain JSON (no undefined, functions, BigInt, cycles, NaN, lone surrogates). */
 export function assertPlainJson(value: unknown): void {
   const seen = new Set<object>();
   const walk = (v: unknown, path: string): void => {
-    if (v === null || typeof v === 'string' || typeof v === 'boolean') return;
+    if (v === null || typeof v === 'boolean') return;
+    if (typeof v === 'string') {
+      if (LONE_SURROGATE.test(v))
+        throw new InputNotJson(`${path || '(root)'} holds a lone surrogate, which is not Unicode text`);
+      return;
+    }
     if (typeof v === 'number') {
       if (!Number.isFinite(v)) throw new InputNotJson(`${path || '(root)'} is not a finite number`);
       return;
@@ -28,6 +36,10 @@ export function assertPlainJson(value: unknown): void {
       if (proto !== Object.prototype && proto !== null)
         throw new InputNotJson(`${path || '(root)'} is not a plain object`);
       for (const [k, item] of Object.entries(v)) {
+        if (LONE_SURROGATE.test(k))
+          throw new InputNotJson(
+            `${path || '(root)'} has a key holding a lone surrogate, which is not Unicode text`,
+          );
         if (item === undefined) throw new InputNotJson(`${path ? `${path}.` : ''}${k} is undefined`);
         walk(item, path ? `${path}.${k}` : k);
       }
@@ -39,7 +51,12 @@ export function assertPlainJson(value: unknown): void {
 
 /** RFC 8785 canonical JSON. The input must be plain JSON. */
 export function canonicalJson(value: unknown): string {
-  const text = canonicalize(value);
+  let text: string | undefined;
+  try {
+    text = canonicalize(value);
+  } catch (error) {
+    throw new InputNotJson((error as Error).message);
+  }
   if (text === undefined) throw new InputNotJson('value has no JSON form');
   return text;
 }

@@ -1,6 +1,6 @@
 /**
  * @module http/json-body
- * The only body parser: `application/json`, read as text up to the server's body limit (fastify
+ * The only body parser: `application/json` in UTF-8, read up to the server's body limit (fastify
  * refuses more with 413 before reading it: by `Content-Length` at once, by counting otherwise).
  * Every other content type is refused with 415, so a body never reaches a route unparsed.
  *
@@ -12,7 +12,7 @@
  * `JSON.parse` itself is iterative in V8, so the scan, not the parser, is the guard. Keys named
  * `__proto__` are refused (prototype poisoning), as fastify's own parser does.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from './problem.js';
 
 export const DEFAULT_MAX_JSON_DEPTH = 64;
@@ -81,11 +81,36 @@ export function parseJsonBody(text: string, maxDepth: number): unknown {
   }
 }
 
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/**
+ * The body's text. JSON is UTF-8 (RFC 8259 §8.1): bytes that are not are refused, not replaced
+ * by U+FFFD, which would make two different inputs one digest; a `charset` other than UTF-8 is
+ * refused before the body is read as text.
+ */
+function utf8Text(request: FastifyRequest, body: Buffer): string {
+  const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(request.headers['content-type'] ?? '')?.[1];
+  if (charset !== undefined && !/^utf-?8$/i.test(charset)) {
+    throw new ApiError('unsupported-media-type', `the body must be UTF-8 JSON, not charset ${charset}`);
+  }
+  try {
+    return UTF8.decode(body);
+  } catch {
+    throw new ApiError('body-malformed', 'the body is not valid UTF-8');
+  }
+}
+
 /** Replaces fastify's parsers with this one. */
 export function registerJsonParser(app: FastifyInstance, options: { maxDepth: number }): void {
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    const text = body as string;
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    let text: string;
+    try {
+      text = utf8Text(request, body as Buffer);
+    } catch (error) {
+      done(error as Error, undefined);
+      return;
+    }
     if (text.trim() === '') {
       // An empty body is fine where none is expected (POST …/cancel), refused where one is.
       if (request.routeOptions.schema?.body) {

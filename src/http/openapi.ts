@@ -103,25 +103,38 @@ function parameters(schema: JsonSchema, where: 'path' | 'query' | 'header'): Jso
 const headerName = (name: string) =>
   name.replace(/(^|-)([a-z])/g, (_m, dash: string, c: string) => dash + c.toUpperCase());
 
+const STORE_PROBLEMS = [
+  'store-unavailable',
+  'store-busy',
+  'store-serialization',
+  'store-statement-timeout',
+  'store-unique-violation',
+  'store-unknown',
+];
+
 /** Problems every route of a kind may answer with, besides those it declares. */
 function commonProblems(route: RouteRecord): string[] {
   const auth: AuthMode = route.config.auth ?? 'none';
   const codes: string[] = [];
   if (auth !== 'none') codes.push('unauthorized');
   if (auth === 'tenant' || auth === 'admin' || auth === 'any') codes.push('forbidden');
-  if (route.schema.body) {
+  // Any POST's body is read and parsed, whether or not the route expects one.
+  if (route.method === 'POST') {
     codes.push(
       'body-malformed',
       'body-too-deep',
       'number-out-of-range',
       'body-too-large',
       'unsupported-media-type',
-      'request-invalid',
     );
   }
+  if (route.schema.body) codes.push('request-invalid');
   if (route.schema.querystring || route.schema.params) codes.push('invalid-argument');
   if (route.schema.params) codes.push('uri-too-long', 'url-invalid');
-  codes.push('internal-error');
+  // What the store may answer on any route that reads or writes it.
+  if (route.url.startsWith('/v1/')) codes.push(...STORE_PROBLEMS);
+  // From Node's HTTP parser, before any route: possible on every one.
+  codes.push('bad-request', 'request-timeout', 'header-too-large', 'internal-error');
   return codes;
 }
 

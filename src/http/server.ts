@@ -97,6 +97,14 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     // The server answers 503 itself while closing (below), as a problem.
     return503OnClosing: false,
     requestTimeout: options.requestTimeoutMs ?? 30_000,
+    http: {
+      // Node checks the request and header timeouts of open connections only this often
+      // (30 s by default), so a 30 s limit fired after 30–60 s, headers after up to 90.
+      connectionsCheckingInterval: 1000,
+      headersTimeout: options.requestTimeoutMs ?? 30_000,
+      // Answered below as a problem, instead of Node's bare 400.
+      requireHostHeader: false,
+    },
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
     frameworkErrors: (error, request, reply) => {
       sendProblem(request, reply, error);
@@ -129,6 +137,13 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
   });
 
   app.addHook('onRequest', async (request) => {
+    if (
+      request.headers.host === undefined &&
+      request.raw.httpVersionMajor === 1 &&
+      request.raw.httpVersionMinor >= 1
+    ) {
+      throw new ApiError('bad-request', 'an HTTP/1.1 request must carry a Host header (RFC 9112 §3.2)');
+    }
     if (closing && request.routeOptions.url !== '/healthz') {
       throw new ApiError('shutting-down', 'the server is shutting down');
     }

@@ -18,6 +18,21 @@ interface Case {
   code: string;
 }
 
+/** Writes `request` on a raw connection and resolves with everything read until it closes. */
+function rawExchange(base: string, request: string): Promise<string> {
+  const { port } = new URL(base);
+  return new Promise<string>((resolve, reject) => {
+    const socket = connect(Number(port), '127.0.0.1');
+    let data = '';
+    socket.on('data', (chunk) => {
+      data += chunk;
+    });
+    socket.on('error', (error) => (data ? resolve(data) : reject(error)));
+    socket.on('close', () => resolve(data));
+    socket.write(request);
+  });
+}
+
 const nested = (depth: number, inner = '0') => '['.repeat(depth) + inner + ']'.repeat(depth);
 const envelope = (input: string, extra = '') => `{"kind":"charge","input":${input}${extra}}`;
 
@@ -193,6 +208,44 @@ const CORPUS: Case[] = [
     status: 400,
     code: 'idempotency-key-invalid',
   },
+  // A URL resolves these as path steps: no Location could name the operation.
+  ...['.', '..'].map((key) => ({
+    name: `the Idempotency-Key ${key}`,
+    body: envelope(JSON.stringify(O7)),
+    headers: { 'idempotency-key': key },
+    status: 400,
+    code: 'idempotency-key-invalid',
+  })),
+  {
+    // 0xE9 is é in Latin-1 and not UTF-8: replaced by U+FFFD, two inputs would share a digest.
+    name: 'bytes that are not UTF-8',
+    body: Uint8Array.from([
+      ...new TextEncoder().encode('{"kind":"charge","input":{"invoice":7,"amount_cents":1,"note":"Ren'),
+      0xe9,
+      ...new TextEncoder().encode('"}}'),
+    ]),
+    status: 400,
+    code: 'body-malformed',
+  },
+  {
+    name: 'a charset other than UTF-8',
+    body: envelope(JSON.stringify(O7)),
+    contentType: 'application/json; charset=iso-8859-1',
+    status: 415,
+    code: 'unsupported-media-type',
+  },
+  {
+    name: 'a lone surrogate in the input',
+    body: envelope('{"invoice":7,"amount_cents":1,"note":"\\ud800"}'),
+    status: 422,
+    code: 'input-not-json',
+  },
+  {
+    name: 'a lone surrogate as a key of the input',
+    body: envelope('{"invoice":7,"amount_cents":1,"\\udc00":1}'),
+    status: 422,
+    code: 'input-not-json',
+  },
 ];
 
 describe('a malformed-input corpus over loopback: documented errors, store unchanged', () => {
@@ -317,6 +370,38 @@ describe('a malformed-input corpus over loopback: documented errors, store uncha
       headers: { authorization: `Bearer ${KEYS.north}` },
     });
     expect(bad.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    // Raised before routing, it still carries what every /v1/ answer does.
+    expect(bad.headers.get('cache-control')).toBe('no-store');
     expect([bad.status, ((await bad.json()) as { code: string }).code]).toEqual([400, 'url-invalid']);
   });
+
+  it('an HTTP/1.1 request without Host: 400 as a problem', async () => {
+    const answer = await rawExchange(base, 'GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n');
+    const [head, body] = answer.split('\r\n\r\n');
+    expect(head).toMatch(/^HTTP\/1\.1 400 /);
+    expect(JSON.parse(body!)).toMatchObject({ status: 400, code: 'bad-request' });
+  });
+
+  // Node looks at open connections' timers every 30 s unless told otherwise: without the server's
+  // own setting this answer would take 30 s or more, and the 20 s bound below would fail it.
+  it('a body that stops arriving: 408 once the request timeout has passed, store unchanged', async () => {
+    const slow = await rig({ server: { requestTimeoutMs: 1000 } });
+    try {
+      const before = await slow.snapshot();
+      const at = await slow.listen();
+      // Headers and half a body, then nothing: the answer comes from the server's own clock.
+      const answer = await rawExchange(
+        at,
+        'POST /v1/operations HTTP/1.1\r\nHost: x\r\n' +
+          `Authorization: Bearer ${KEYS.north}\r\nIdempotency-Key: slow\r\n` +
+          'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"kind":',
+      );
+      const [head, body] = answer.split('\r\n\r\n');
+      expect(head).toMatch(/^HTTP\/1\.1 408 /);
+      expect(JSON.parse(body!)).toMatchObject({ status: 408, code: 'request-timeout' });
+      expect(await slow.snapshot()).toEqual(before);
+    } finally {
+      await slow.close();
+    }
+  }, 20_000);
 });

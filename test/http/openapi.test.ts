@@ -119,8 +119,14 @@ describe('GET /openapi.json', () => {
       schema: { pattern: '^[\\x21-\\x7e]{1,255}$' },
     });
     expect(Object.keys(submit.responses).sort()).toEqual(
-      ['200', '202', '400', '401', '403', '413', '415', '422', '429', '500', '503'].sort(),
+      ['200', '202', '400', '401', '403', '408', '413', '415', '422', '429', '431', '500', '503'].sort(),
     );
+    // What the store and the HTTP parser may answer is listed too, and any POST's body problems.
+    expect(submit.responses['503'].description).toMatch(/`store-busy`/);
+    expect(submit.responses['400'].description).toMatch(/`bad-request`/);
+    const cancel = doc.paths['/v1/operations/{id}/cancel'].post;
+    expect(Object.keys(cancel.responses)).toEqual(expect.arrayContaining(['413', '415']));
+    expect(cancel.responses['400'].description).toMatch(/`body-malformed`/);
     expect(submit.responses['429'].headers['Retry-After']).toBeDefined();
     expect(submit.responses['422'].description).toMatch(/`idempotency-key-reused`/);
     expect(submit.security).toEqual([{ apiKey: [] }]);

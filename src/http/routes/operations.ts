@@ -46,6 +46,17 @@ export function checkIdempotencyKey(request: FastifyRequest): void {
       { errors: [{ parameter: 'Idempotency-Key', detail: 'must be 1–255 visible ASCII characters' }] },
     );
   }
+  // URLs resolve `.` and `..` as path steps (RFC 3986 §5.2.4), percent-encoded or not: no URL
+  // could name such an operation, so no `Location` could point at it.
+  if (key === '.' || key === '..') {
+    throw new ApiError(
+      'idempotency-key-invalid',
+      `the Idempotency-Key ${key} cannot name a URL path segment`,
+      {
+        errors: [{ parameter: 'Idempotency-Key', detail: 'must not be . or ..' }],
+      },
+    );
+  }
 }
 
 interface SubmitBody {
