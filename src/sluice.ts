@@ -403,7 +403,11 @@ export class Sluice {
     }
     let after = 0;
     if (request.cursor !== undefined) {
-      after = Number(Buffer.from(request.cursor, 'base64url').toString());
+      // Decoding skips what is not base64url, so `!!!` would read as an empty cursor: the first page.
+      const text = /^[A-Za-z0-9_-]+$/.test(request.cursor)
+        ? Buffer.from(request.cursor, 'base64url').toString()
+        : '';
+      after = /^\d+$/.test(text) ? Number(text) : Number.NaN;
       if (!Number.isSafeInteger(after) || after < 0) throw new InvalidArgument('cursor is not valid');
     }
     const rows = await this.store.operationList({
@@ -442,6 +446,7 @@ export class Sluice {
     ref: { tenant: string; id: string },
     who: { by: string; reason: string },
   ): Promise<Operation> {
+    assertRecorded(who);
     const row = await this.store.operationRedrive({ ...ref, ...who });
     this.wakeup.notify(row.class);
     this.changed(ref.tenant, ref.id);
@@ -463,7 +468,30 @@ export class Sluice {
       result?: unknown;
     },
   ): Promise<Operation> {
-    if (resolution.result !== undefined) assertPlainJson(resolution.result);
+    assertRecorded(resolution);
+    if (resolution.result !== undefined) {
+      if (resolution.resolution !== 'succeeded')
+        throw new InvalidArgument(
+          `a result is kept only when the resolution is succeeded, not ${resolution.resolution}`,
+        );
+      assertPlainJson(resolution.result);
+    }
+    if (resolution.effects && resolution.effects.length > 0) {
+      // A mistyped name would be recorded as established while the real effect stayed pending.
+      if (!(await this.store.operationGet(ref))) throw new OperationNotFound(ref.tenant, ref.id);
+      const known = new Set((await this.store.effectList(ref)).map((e) => e.name));
+      const named = new Set<string>();
+      for (const effect of resolution.effects) {
+        if (named.has(effect.name)) throw new InvalidArgument(`effect ${effect.name} is named twice`);
+        named.add(effect.name);
+        if (!known.has(effect.name)) {
+          const list = [...known].join(', ') || 'none';
+          throw new InvalidArgument(
+            `operation ${ref.id} has no effect ${effect.name} (its effects: ${list})`,
+          );
+        }
+      }
+    }
     const row = await this.store.operationReconcile({ ...ref, ...resolution });
     if (row.state === 'queued') this.wakeup.notify(row.class);
     this.changed(ref.tenant, ref.id);
@@ -580,4 +608,14 @@ function retryBudgetOf(given: Partial<RetryBudgetConfig> | undefined): RetryBudg
     bucketMs: bounded('retryBudget.bucketMs', given?.bucketMs, d.bucketMs, { min: 1, max: windowMs }),
     deferMaxMs: bounded('retryBudget.deferMaxMs', given?.deferMaxMs, d.deferMaxMs, { min: 0 }),
   };
+}
+
+/** Who did an operator action and why, as the HTTP API bounds them: both are kept in the history. */
+function assertRecorded(who: { by: unknown; reason: unknown }): void {
+  const text = (name: string, value: unknown, max: number) => {
+    if (typeof value !== 'string' || value.trim() === '' || value.length > max)
+      throw new InvalidArgument(`${name} must be 1–${max} characters, not all blank`);
+  };
+  text('by', who.by, 200);
+  text('reason', who.reason, 2000);
 }

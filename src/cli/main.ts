@@ -31,6 +31,18 @@ demoCommand(program);
 drillCommand(program);
 
 program.parseAsync(process.argv).catch((error: unknown) => {
-  console.error(isSluiceError(error) ? `${error.code}: ${error.message}` : error);
+  console.error(`sluice: ${describe(error)}`);
   process.exit(1);
 });
+
+/**
+ * One line an operator can act on: a Sluice error's code and message, a system error's message
+ * (a port in use, a folder that cannot be made). The stack only with `DEBUG` set: it is for
+ * whoever debugs Sluice, not for whoever runs it.
+ */
+function describe(error: unknown): string {
+  if (process.env.DEBUG && error instanceof Error && error.stack) return error.stack;
+  if (isSluiceError(error)) return `${error.code}: ${error.message}`;
+  if (error instanceof Error) return error.message;
+  return String(error);
+}

@@ -95,10 +95,38 @@ export async function loadConfig(path?: string, cwd = process.cwd()): Promise<Sl
   const jiti = createJiti(import.meta.url, { interopDefault: true, moduleCache: false });
   const loaded = (await jiti.import(file, { default: true })) as SluiceConfig | (() => SluiceConfig);
   const config = typeof loaded === 'function' ? await loaded() : loaded;
-  if (typeof config !== 'object' || config === null)
-    throw new InvalidArgument(`${file} must export a config object`);
+  if (typeof config !== 'object' || config === null || Array.isArray(config))
+    throw new InvalidArgument(`${file} must export a config object as its default export`);
+  // A misspelled key would be ignored, and the service would run without what it names.
+  const unknown = Object.keys(config).filter((key) => !CONFIG_KEYS.has(key));
+  if (unknown.length > 0) {
+    throw new InvalidArgument(
+      `${file}: unknown config ${unknown.length === 1 ? 'key' : 'keys'} ${unknown.join(', ')} (known: ${[...CONFIG_KEYS].join(', ')})`,
+    );
+  }
   return config;
 }
+
+/** The keys of `SluiceConfig`, checked when a file is loaded. */
+const CONFIG_KEYS = new Set<string>([
+  'db',
+  'sqlite',
+  'postgres',
+  'migrate',
+  'http',
+  'auth',
+  'kinds',
+  'setup',
+  'classes',
+  'tenants',
+  'providers',
+  'retryBudget',
+  'retention',
+  'maxLeaseExpiries',
+  'effectKey',
+  'worker',
+  'shutdownGraceMs',
+] satisfies Array<keyof SluiceConfig>);
 
 /** The config with the environment's overrides applied (see the module header). */
 export function withEnvironment(config: SluiceConfig, env: NodeJS.ProcessEnv = process.env): SluiceConfig {

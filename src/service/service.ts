@@ -14,7 +14,7 @@ import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { validateBudgets } from '../admission/budgets.js';
 import { validateAdmission } from '../admission/limits.js';
-import { openStore } from '../cli/open-store.js';
+import { assertMigrated, openStore } from '../cli/open-store.js';
 import { type SluiceConfig, withEnvironment } from '../config/config.js';
 import { bounded, MAX_TIMER_MS } from '../core/bounds.js';
 import { checkWorkerOptions, type Worker } from '../runtime/worker.js';
@@ -78,6 +78,8 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
     effectKey: config.effectKey,
   });
   if ((config.migrate ?? 'auto') === 'auto') await sluice.migrate();
+  // Left to `sluice migrate`, an old schema would surface as failed requests instead.
+  else await assertMigrated(store, options.db ?? config.db);
   for (const [name, kind] of Object.entries(config.kinds ?? {})) sluice.define(name, kind);
   await config.setup?.(sluice);
 

@@ -57,6 +57,8 @@ export interface Store {
   readonly dialect: 'sqlite' | 'postgres';
   /** Applies pending migrations. Safe to call from several processes at once. */
   migrate(): Promise<void>;
+  /** The highest migration applied to the store (0: never migrated) and the latest this code has. */
+  migrationStatus(): Promise<{ applied: number; latest: number }>;
   close(): Promise<void>;
   /** The store's clock, in epoch milliseconds. */
   now(): Promise<number>;

@@ -2,8 +2,8 @@
  * The service shell: a TypeScript config loaded without a build step, the environment's
  * overrides, and split roles (an API-only and a worker-only process on one store).
  */
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -23,6 +23,15 @@ describe('configuration', () => {
     expect(config.tenants?.north?.default?.maxRunning).toBe(1);
     expect(await loadConfig(undefined, mkdtempSync(join(tmpdir(), 'sluice-empty-')))).toEqual({});
     expect(isInvalidArgument(await loadConfig('missing.config.ts').catch((e) => e))).toBe(true);
+  });
+
+  it('refuses a config file with a misspelled key, naming it', async () => {
+    const at = mkdtempSync(join(tmpdir(), 'sluice-config-'));
+    writeFileSync(join(at, 'sluice.config.mjs'), 'export default { htttp: { port: 1 }, kinds: {} };\n');
+    const refused = await loadConfig(undefined, at).catch((e) => e);
+    expect(isInvalidArgument(refused)).toBe(true);
+    expect(refused.message).toMatch(/unknown config key htttp/);
+    rmSync(at, { recursive: true, force: true });
   });
 
   it('takes the store, port and keys from the environment', () => {
@@ -140,6 +149,18 @@ describe('operator commands', () => {
       shown.events.map((e: { action: string; by: string; reason: string }) => [e.action, e.by, e.reason]),
     ).toEqual([['redrive', 'ops@test', 'fixed the bug']]);
     const reconcileArgs = ['--resolution', 'succeeded', '--reason', 'the provider has ch_9'];
+    // A mistyped effect, or a blank reason, is refused, and nothing changes.
+    for (const bad of [
+      ['ops', 'reconcile', 'north', 'u1', ...reconcileArgs, '--effect', 'chrage=absent'],
+      ['ops', 'redrive', 'north', 'd1', '--reason', ' '],
+    ]) {
+      const refused = cliFails(db, ...bad);
+      expect([refused.status, refused.stderr]).toEqual([
+        1,
+        expect.stringMatching(/^sluice: invalid-argument: /),
+      ]);
+    }
+    expect(JSON.parse(cli('ops', 'show', 'north', 'u1')).state).toBe('needs_reconciliation');
     const effectArgs = ['--effect', 'charge=committed:{"id":"ch_9"}', '--result', '{"charge":"ch_9"}'];
     expect(cli('ops', 'reconcile', 'north', 'u1', ...reconcileArgs, ...effectArgs)).toMatch(
       /north\/u1: succeeded/,
@@ -153,6 +174,71 @@ describe('operator commands', () => {
     expect(JSON.parse(cli('tenants', 'usage', 'north', '--json')).queues).toEqual([
       { class: 'default', tenant: 'north', waiting: 1, running: 0 },
     ]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+});
+
+/** Runs the CLI expecting it to fail: its exit status and what it wrote to stderr. */
+function cliFails(db: string | null, ...args: string[]): { status: number | null; stderr: string } {
+  const result = spawnSync(
+    process.execPath,
+    [join(ROOT, 'dist/cli/main.js'), ...args, ...(db === null ? [] : ['--db', db])],
+    {
+      encoding: 'utf8',
+      env: { ...process.env, SLUICE_OPERATOR: 'ops@test' },
+    },
+  );
+  expect(result.status).not.toBe(0);
+  return { status: result.status, stderr: result.stderr };
+}
+
+describe('operator commands refuse what they cannot do, in one line, changing nothing', () => {
+  it('an empty, missing or unmigrated store', () => {
+    dir = mkdtempSync(join(tmpdir(), 'sluice-cli-'));
+    const missing = join(dir, 'typo', 'sluice.db');
+    expect(cliFails(missing, 'ops', 'list')).toEqual({
+      status: 1,
+      stderr: expect.stringMatching(/^sluice: invalid-argument: no database at .*sluice migrate/),
+    });
+    expect(existsSync(join(dir, 'typo'))).toBe(false);
+    // An empty --db or SLUICE_DB would open SQLite's temporary database: work lost at exit.
+    expect(cliFails('', 'migrate').stderr).toMatch(/--db is empty/);
+    const env = spawnSync(process.execPath, [join(ROOT, 'dist/cli/main.js'), 'migrate'], {
+      encoding: 'utf8',
+      env: { ...process.env, SLUICE_DB: '' },
+    });
+    expect([env.status, env.stderr]).toEqual([1, expect.stringMatching(/SLUICE_DB is empty/)]);
+    const fresh = join(dir, 'fresh.db');
+    writeFileSync(fresh, '');
+    expect(cliFails(fresh, 'ops', 'list').stderr).toMatch(
+      /never migrated: run `sluice migrate --db .*fresh\.db` first/,
+    );
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('bad arguments: no stack trace, and the drill says it could not run (2), not that it failed (1)', () => {
+    dir = mkdtempSync(join(tmpdir(), 'sluice-cli-'));
+    const db = join(dir, 'sluice.db');
+    execFileSync(process.execPath, [join(ROOT, 'dist/cli/main.js'), 'migrate', '--db', db]);
+    const badJson = cliFails(
+      db,
+      'ops',
+      'reconcile',
+      'north',
+      'x',
+      '--resolution',
+      'succeeded',
+      '--reason',
+      'r',
+      '--result',
+      '{bad',
+    );
+    expect(badJson.status).toBe(1);
+    expect(badJson.stderr.trim().split('\n')).toHaveLength(1);
+    expect(badJson.stderr).not.toMatch(/\bat .*\.js:\d+/);
+    expect(cliFails(db, 'ops', 'list', '--cursor', '!!!').stderr).toMatch(/cursor is not valid/);
+    const drill = cliFails(null, 'drill', '--workers', '0');
+    expect([drill.status, drill.stderr]).toEqual([2, expect.stringMatching(/--workers must be 1–16/)]);
     rmSync(dir, { recursive: true, force: true });
   });
 });

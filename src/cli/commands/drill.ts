@@ -59,27 +59,14 @@ export function drillCommand(program: Command): void {
       `${DEFAULTS.recoveryBoundMs / 1000}s`,
     )
     .action(async (opts: Opts) => {
-      const workers = Number(opts.workers);
-      if (!Number.isInteger(workers) || workers < 1 || workers > 16)
-        throw new Error('--workers must be 1–16');
-      if (!['all', 'crash', 'pressure'].includes(opts.scenario))
-        throw new Error('--scenario must be all, crash or pressure');
-      const broken = process.env.SLUICE_DRILL_BREAK || undefined;
-      if (broken !== undefined && !(DRILL_BREAKS as readonly string[]).includes(broken))
-        throw new Error(`SLUICE_DRILL_BREAK must be one of ${DRILL_BREAKS.join(', ')}`);
-      const options: DrillOptions = {
-        db: opts.db,
-        workers,
-        durationMs: parseDuration(opts.duration),
-        scenario: opts.scenario as Scenario,
-        reportDir: opts.report,
-        keep: opts.keep,
-        latencyMultiple: Number(opts.latencyMultiple),
-        latencyFloorMs: parseDuration(opts.latencyFloor, 0),
-        recoveryBoundMs: parseDuration(opts.recoveryBound, 1000),
-        break: broken as DrillBreak | undefined,
-      };
-      if (!(options.latencyMultiple >= 1)) throw new Error('--latency-multiple must be ≥ 1');
+      let options: DrillOptions;
+      try {
+        options = drillOptions(opts);
+      } catch (error) {
+        // 2, as for any drill that could not run: 1 says a guarantee was broken.
+        console.error(`drill: ${(error as Error).message}`);
+        process.exit(2);
+      }
       let outcome: Awaited<ReturnType<typeof runDrill>>;
       try {
         outcome = await runDrill(options);
@@ -106,4 +93,29 @@ export function drillCommand(program: Command): void {
       );
       process.exit(result.passed ? 0 : 1);
     });
+}
+
+/** The drill's options from its flags and environment; throws on any it cannot run with. */
+function drillOptions(opts: Opts): DrillOptions {
+  const workers = Number(opts.workers);
+  if (!Number.isInteger(workers) || workers < 1 || workers > 16) throw new Error('--workers must be 1–16');
+  if (!['all', 'crash', 'pressure'].includes(opts.scenario))
+    throw new Error('--scenario must be all, crash or pressure');
+  const broken = process.env.SLUICE_DRILL_BREAK || undefined;
+  if (broken !== undefined && !(DRILL_BREAKS as readonly string[]).includes(broken))
+    throw new Error(`SLUICE_DRILL_BREAK must be one of ${DRILL_BREAKS.join(', ')}`);
+  const options: DrillOptions = {
+    db: opts.db,
+    workers,
+    durationMs: parseDuration(opts.duration),
+    scenario: opts.scenario as Scenario,
+    reportDir: opts.report,
+    keep: opts.keep,
+    latencyMultiple: Number(opts.latencyMultiple),
+    latencyFloorMs: parseDuration(opts.latencyFloor, 0),
+    recoveryBoundMs: parseDuration(opts.recoveryBound, 1000),
+    break: broken as DrillBreak | undefined,
+  };
+  if (!(options.latencyMultiple >= 1)) throw new Error('--latency-multiple must be ≥ 1');
+  return options;
 }

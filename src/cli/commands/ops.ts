@@ -9,11 +9,13 @@ import type { Operation } from '../../core/operation.js';
 import type { OperationState } from '../../core/states.js';
 import { Sluice } from '../../sluice.js';
 import type { ReconcileEffect } from '../../store/types.js';
-import { openStore } from '../open-store.js';
+import { assertMigrated, openStore } from '../open-store.js';
 
 export async function withSluice<T>(db: string | undefined, fn: (sluice: Sluice) => Promise<T>): Promise<T> {
-  const sluice = new Sluice({ store: await openStore(db), logger: pino({ level: 'silent' }) });
+  const store = await openStore(db, { existing: true });
+  const sluice = new Sluice({ store, logger: pino({ level: 'silent' }) });
   try {
+    await assertMigrated(store, db);
     return await fn(sluice);
   } finally {
     await sluice.close();

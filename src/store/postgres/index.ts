@@ -23,7 +23,7 @@ import { effectBegin, effectBeginMany, effectMark, effectMarkMany, effectRecordS
 import { extendMany, finishMany } from './finish.js';
 import { finishAndClaim } from './finish-claim.js';
 import { purge, rescue } from './maintenance.js';
-import { migratePostgres } from './migrate.js';
+import { migratePostgres, migrationStatusPostgres } from './migrate.js';
 import { type SubscribeOptions, subscribe } from './notify.js';
 import { cancel, reconcile, redrive } from './operator.js';
 import { retryBudgetStats, retryBudgetTake } from './retry-budget.js';
@@ -97,6 +97,7 @@ export function postgresStore(options: PostgresOptions): PostgresStore {
     context: ctx,
     announcesWork: ctx.notify,
     migrate: () => migratePostgres(ctx),
+    migrationStatus: () => migrationStatusPostgres(ctx),
     async close() {
       await Promise.all([...subscriptions].map((stop) => stop()));
       subscriptions.clear();

@@ -63,12 +63,13 @@ export async function migratePostgres(ctx: PgContext): Promise<void> {
   }
 }
 
-/** The highest applied migration version, or 0 when the schema was never migrated. */
-export async function schemaVersion(ctx: PgContext): Promise<number> {
+/** The highest applied migration version (0 when the schema was never migrated) and the latest there is. */
+export async function migrationStatusPostgres(ctx: PgContext): Promise<{ applied: number; latest: number }> {
+  const latest = loadMigrations(DIR).at(-1)?.version ?? 0;
   const [table] = await ctx.query<{ r: string | null }>('SELECT to_regclass($1)::text AS r', [
     `${ctx.quoted}.migrations`,
   ]);
-  if (!table?.r) return 0;
+  if (!table?.r) return { applied: 0, latest };
   const [row] = await ctx.query<{ v: number | null }>('SELECT max(version) AS v FROM {s}.migrations');
-  return row?.v ?? 0;
+  return { applied: row?.v ?? 0, latest };
 }

@@ -25,7 +25,7 @@ import {
 import { extendMany, finishMany } from './finish.js';
 import { listParams, listSql } from './list.js';
 import { purge, rescue } from './maintenance.js';
-import { migrateSqlite } from './migrate.js';
+import { migrateSqlite, migrationStatusSqlite } from './migrate.js';
 import { cancel, reconcile, redrive } from './operator.js';
 import { retryBudgetStats, retryBudgetTake } from './retry-budget.js';
 import {
@@ -78,6 +78,7 @@ export function sqliteStore(options: SqliteOptions): SqliteStore {
     dialect: 'sqlite',
     context: ctx,
     migrate: () => resolve(() => migrateSqlite(ctx)),
+    migrationStatus: () => resolve(() => migrationStatusSqlite(ctx)),
     close: () => resolve(() => void (ctx.db.open && ctx.db.close())),
     now: () => Promise.resolve(ctx.clock.now()),
     subscribe: (onClass, subscribeOptions) =>

@@ -27,10 +27,15 @@ export function migrateSqlite(ctx: SqliteContext): void {
   }
 }
 
-/** The highest applied migration version, or 0. */
-export function schemaVersion(ctx: SqliteContext): number {
+/** The highest applied migration version (0 for a file never migrated) and the latest there is. */
+export function migrationStatusSqlite(ctx: SqliteContext): { applied: number; latest: number } {
+  const latest = loadMigrations(DIR).at(-1)?.version ?? 0;
+  const table = ctx.db
+    .prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sluice_migrations'`)
+    .get();
+  if (!table) return { applied: 0, latest };
   const row = ctx.db.prepare(`SELECT max(version) AS v FROM sluice_migrations`).get() as
     | { v: number | null }
     | undefined;
-  return row?.v ?? 0;
+  return { applied: row?.v ?? 0, latest };
 }

@@ -26,6 +26,12 @@ const rowOf = (outcome: SubmitOutcome | undefined) => {
 
 export function identityCases(t: CaseRegistry): void {
   t.group('identity and conflict', (g) => {
+    g.test('a migrated store reports the latest schema version as applied', async ({ store }) => {
+      const status = await store.migrationStatus();
+      expect(status.latest).toBeGreaterThanOrEqual(20);
+      expect(status.applied).toBe(status.latest);
+    });
+
     g.test('a new (tenant, id) is created queued, stamped with the store clock', async ({ store, clock }) => {
       const now = clock.now();
       const p = submitParams({ deadlineMs: 60_000, maxAttempts: 3 });
