@@ -13,16 +13,19 @@
  * call that may be about to succeed. Waiting, the end carries what the provider answered.
  */
 export class InflightEffects {
-  readonly #running = new Map<string, Promise<unknown>>();
+  /** Made by the first effect: most attempts of a plain kind run none. */
+  #running: Map<string, Promise<unknown>> | undefined;
 
   /** Runs the effect `name`, or joins the run of it already under way in this attempt. */
   run<T>(name: string, start: () => Promise<T>): Promise<T> {
-    const running = this.#running.get(name);
-    if (running) return running as Promise<T>;
+    if (!this.#running) this.#running = new Map();
+    const running = this.#running;
+    const under = running.get(name);
+    if (under) return under as Promise<T>;
     const run = start();
-    this.#running.set(name, run);
+    running.set(name, run);
     const settled = () => {
-      if (this.#running.get(name) === run) this.#running.delete(name);
+      if (running.get(name) === run) running.delete(name);
     };
     run.then(settled, settled);
     return run;
@@ -30,11 +33,11 @@ export class InflightEffects {
 
   /** How many effects are under way. */
   get size(): number {
-    return this.#running.size;
+    return this.#running?.size ?? 0;
   }
 
   /** Resolves once every effect under way now has settled, however; never rejects. */
   async settled(): Promise<void> {
-    await Promise.allSettled([...this.#running.values()]);
+    await Promise.allSettled([...(this.#running?.values() ?? [])]);
   }
 }
