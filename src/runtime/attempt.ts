@@ -316,10 +316,8 @@ async function execute(
   // An effect the handler started and did not await is waited for before the end is decided,
   // as long as a handler would be: until it settles, or the attempt is stopped and its grace
   // runs out (effects/inflight.ts).
-  const effectsSettled = async () => {
-    if (effects.size === 0 || crashed) return;
-    await untilAbortedPlusGrace(effects.settled(), stop, env.abortGraceMs).catch(() => {});
-  };
+  const effectsSettled = () =>
+    untilAbortedPlusGrace(effects.settled(), stop, env.abortGraceMs).catch(() => {});
   const ctx = new OperationContext(
     {
       tenant: row.tenant,
@@ -373,7 +371,8 @@ async function execute(
   try {
     const input = await validateInput(kind, row.input);
     const result = await untilAbortedPlusGrace(Promise.resolve(kind.run(input, ctx)), stop, env.abortGraceMs);
-    await effectsSettled();
+    // Checked here, not in the function: an attempt without effects pays no promise for it.
+    if (effects.size > 0 && !crashed) await effectsSettled();
     checkAlive();
     if (temps.length > 0) measureTemps();
     // Over a limit is over, even if the handler finished before the next check.
@@ -388,7 +387,7 @@ async function execute(
     }
     return { outcome: 'succeeded', result: value };
   } catch (error) {
-    if (!isSimulatedCrash(error)) await effectsSettled();
+    if (effects.size > 0 && !crashed && !isSimulatedCrash(error)) await effectsSettled();
     if (isSimulatedCrash(error) || crashed) {
       crashed = true;
       return 'crashed';
