@@ -203,6 +203,7 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
           firstSentAt: row.firstSentAt,
           reference: row.reference,
         });
+        assertLookupAnswer(name, found);
       } catch (error) {
         rt.checkAlive();
         // Past the window the lookup is the only safe way on. A lookup that failed for now is
@@ -374,4 +375,23 @@ function fenced<T>(rt: EffectRuntime, write: Promise<T>): Promise<T> {
     if (isLeaseLost(error) || isCancelRequested(error)) rt.stop.abort(error);
     throw error;
   });
+}
+
+/**
+ * A lookup's answer decides whether a charge exists: one of another shape (no `status`, or
+ * `committed` without its `result`) is a bug in the lookup, not an answer, and is never read as
+ * one. Refused for good, it leaves the effect `pending` for a person.
+ */
+function assertLookupAnswer(name: string, found: unknown): void {
+  const answer = found as { status?: unknown; result?: unknown } | null | undefined;
+  const status = typeof answer === 'object' && answer !== null ? answer.status : undefined;
+  const valid =
+    status === 'absent' || status === 'unknown' || (status === 'committed' && answer?.result !== undefined);
+  if (!valid) {
+    const shown = JSON.stringify(found)?.slice(0, 200) ?? String(found);
+    throw new Permanent(
+      `the lookup of effect ${name} answered ${shown}: an answer is {status: 'committed', result}, {status: 'absent'} or {status: 'unknown'}`,
+      { code: 'lookup-answer-invalid' },
+    );
+  }
 }

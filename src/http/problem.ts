@@ -140,6 +140,7 @@ export const PROBLEMS: Record<string, ProblemSpec> & Record<HttpProblemCode, Pro
   'lease-expired': OUTCOME,
   'result-not-json': OUTCOME,
   'effect-result-not-json': OUTCOME,
+  'lookup-answer-invalid': OUTCOME,
   ...HTTP_PROBLEMS,
 };
 

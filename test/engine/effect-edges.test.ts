@@ -289,6 +289,34 @@ describe('effects at the edges of a handler', () => {
     expect(effect?.state).toBe('pending');
   });
 
+  it('takes a lookup answer of the wrong shape for no answer, and asks a person', async () => {
+    h = await harness();
+    let calls = 0;
+    h.sluice.define('job', {
+      input: z.object({}),
+      limits: { backoff: { baseMs: 1, capMs: 1 } },
+      async run(_input, ctx) {
+        return ctx.effect('charge', {
+          call: async () => {
+            calls++;
+            throw new Ambiguous('timed out after sending');
+          },
+          // `committed` without its result: read as one, the operation would succeed on null.
+          lookup: async () => ({ status: 'committed' }) as never,
+        });
+      },
+    });
+    h.worker().start();
+    await h.sluice.submit({ ...ref('shape'), kind: 'job', input: {} });
+    const done = await h.sluice.wait(ref('shape'));
+    expect([done.state, done.error?.code, calls]).toEqual([
+      'needs_reconciliation',
+      'lookup-answer-invalid',
+      1,
+    ]);
+    expect((await h.store.effectList(ref('shape')))[0]?.state).toBe('pending');
+  });
+
   describe('a lookup that fails past the retention window', () => {
     const RETENTION = 60_000;
 

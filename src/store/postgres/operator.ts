@@ -197,9 +197,10 @@ export function reconcile(ctx: PgContext, p: ReconcileParams): Promise<Operation
           op.seq,
           p.resolution,
           p.resolution === 'succeeded' ? jsonText(p.result ?? null) : null,
+          // A succeeded operation carries no error: what parked it stays in its history.
           p.resolution === 'failed'
             ? jsonText(p.error ?? { code: 'reconciled-failed', message: p.reason })
-            : op.error,
+            : null,
           now,
         ],
       );

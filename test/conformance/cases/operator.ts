@@ -204,6 +204,8 @@ export function operatorCases(t: CaseRegistry): void {
         result: { charge: 'ch_9' },
       });
       expect(row).toMatchObject({ state: 'succeeded', result: { charge: 'ch_9' }, finishedAt: clock.now() });
+      // What parked it is history now: a succeeded operation carries no error.
+      expect(row.error).toBeNull();
       expect((await store.effectList(ref))[0]).toMatchObject({
         state: 'committed',
         result: { id: 'ch_9' },
