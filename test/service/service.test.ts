@@ -142,7 +142,10 @@ describe('operator commands', () => {
         encoding: 'utf8',
         env: { ...process.env, SLUICE_OPERATOR: 'ops@test' },
       });
-    expect(cli('ops', 'cancel', 'north', 'q1')).toMatch(/cancel cancelled; state cancelled/);
+    expect(cli('ops', 'cancel', 'north', 'q1', '--by', 'alice')).toMatch(/cancel cancelled; state cancelled/);
+    expect(JSON.parse(cli('ops', 'show', 'north', 'q1')).events.map((e: { by: string }) => e.by)).toEqual([
+      'alice',
+    ]);
     expect(cli('ops', 'redrive', 'north', 'd1', '--reason', 'fixed the bug')).toMatch(/north\/d1: queued/);
     const shown = JSON.parse(cli('ops', 'show', 'north', 'd1'));
     expect(
@@ -237,6 +240,7 @@ describe('operator commands refuse what they cannot do, in one line, changing no
     expect(badJson.stderr.trim().split('\n')).toHaveLength(1);
     expect(badJson.stderr).not.toMatch(/\bat .*\.js:\d+/);
     expect(cliFails(db, 'ops', 'list', '--cursor', '!!!').stderr).toMatch(/cursor is not valid/);
+    expect(cliFails(null, 'keys', 'hash', 'two words').stderr).toMatch(/cannot contain whitespace/);
     const drill = cliFails(null, 'drill', '--workers', '0');
     expect([drill.status, drill.stderr]).toEqual([2, expect.stringMatching(/--workers must be 1–16/)]);
     rmSync(dir, { recursive: true, force: true });

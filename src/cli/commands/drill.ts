@@ -6,7 +6,13 @@
  * run). See docs/drill.md.
  */
 import type { Command } from 'commander';
-import { DEFAULTS, type DrillOptions, parseDuration, type Scenario } from '../../drill/config.js';
+import {
+  DEFAULTS,
+  type DrillOptions,
+  MIN_DURATION_MS,
+  parseDuration,
+  type Scenario,
+} from '../../drill/config.js';
 import { runDrill } from '../../drill/run.js';
 import { DRILL_BREAKS, type DrillBreak } from '../../drill/serve-config.js';
 
@@ -33,7 +39,7 @@ export function drillCommand(program: Command): void {
     .option('--workers <n>', 'worker processes', String(DEFAULTS.workers))
     .option(
       '--duration <time>',
-      'planned length of the phases, e.g. 60s, 2m',
+      `planned length of the phases, e.g. 60s, 2m; at least ${MIN_DURATION_MS / 1000}s`,
       `${DEFAULTS.durationMs / 1000}s`,
     )
     .option(

@@ -5,6 +5,7 @@
  * or takes it as an argument.
  */
 import type { Command } from 'commander';
+import { InvalidArgument } from '../../core/errors/index.js';
 import { hashApiKey } from '../../http/auth.js';
 
 export function keysCommand(program: Command): void {
@@ -19,7 +20,9 @@ export function keysCommand(program: Command): void {
         for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
         value = Buffer.concat(chunks).toString('utf8').trim();
       }
-      if (!value) throw new Error('no key given');
+      if (!value) throw new InvalidArgument('no key given: pass it as an argument or on stdin');
+      // A bearer token has no whitespace (RFC 6750): a key with some would never match.
+      if (/\s/.test(value)) throw new InvalidArgument('an API key cannot contain whitespace');
       console.log(hashApiKey(value));
     });
 }

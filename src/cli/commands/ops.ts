@@ -43,7 +43,7 @@ function table(ops: Operation[]): string {
 }
 
 export function opsCommand(program: Command): void {
-  const ops = program.command('ops').description('inspect operations');
+  const ops = program.command('ops').description('inspect operations, and cancel, redrive or reconcile one');
   ops
     .command('list')
     .description('list operations in acceptance order')
@@ -77,10 +77,11 @@ export function opsCommand(program: Command): void {
   ops
     .command('cancel <tenant> <id>')
     .description('ask to cancel an operation (queued: cancelled; running: stopped unless an effect happened)')
+    .option('--by <who>', 'who (default: $SLUICE_OPERATOR or $USER)')
     .option('--db <sqlite-path|postgres-url>', 'the store (default: $SLUICE_DB or ./data/sluice.db)')
-    .action(async (tenant: string, id: string, opts: { db?: string }) => {
+    .action(async (tenant: string, id: string, opts: { db?: string; by?: string }) => {
       await withSluice(opts.db, async (sluice) => {
-        const out = await sluice.cancel({ tenant, id }, { by: by() });
+        const out = await sluice.cancel({ tenant, id }, { by: opts.by ?? by() });
         console.log(`${tenant}/${id}: cancel ${out.cancel}; state ${out.operation.state}`);
       });
     });
