@@ -5,6 +5,7 @@
  */
 import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import { loadConfig } from '../config/config.js';
 import { InvalidArgument } from '../core/errors/index.js';
 import { sqliteStore } from '../store/sqlite/index.js';
 import type { Store } from '../store/store.js';
@@ -19,6 +20,8 @@ export interface OpenStoreOptions {
    * leave an empty database behind), for commands that read or act on what is there.
    */
   existing?: boolean;
+  /** Where the value came from, for the message when it is empty. Default: `--db`, else `SLUICE_DB`. */
+  source?: string;
 }
 
 export async function openStore(db: string | undefined, options: OpenStoreOptions = {}): Promise<Store> {
@@ -26,7 +29,7 @@ export async function openStore(db: string | undefined, options: OpenStoreOption
   // An empty path would open SQLite's anonymous temporary database: accepted work lost at exit.
   if (target.trim() === '') {
     throw new InvalidArgument(
-      `${db === undefined ? 'SLUICE_DB' : '--db'} is empty: name a SQLite file or a postgres:// URL`,
+      `${options.source ?? (db === undefined ? 'SLUICE_DB' : '--db')} is empty: name a SQLite file or a postgres:// URL`,
     );
   }
   if (/^postgres(ql)?:\/\//.test(target)) {
@@ -42,6 +45,49 @@ export async function openStore(db: string | undefined, options: OpenStoreOption
     mkdirSync(dirname(resolve(target)), { recursive: true });
   }
   return sqliteStore({ path: target, ...options.sqlite });
+}
+
+/** The flags of every command that opens the store, worded once. */
+export const STORE_OPTIONS = {
+  db: [
+    '--db <sqlite-path|postgres-url>',
+    "the store (default: $SLUICE_DB, the --config file's, or ./data/sluice.db)",
+  ],
+  config: [
+    '--config <file>',
+    'take the store from this config file: its db, PostgreSQL schema and SQLite settings',
+  ],
+} as const satisfies Record<string, readonly [string, string]>;
+
+/** What names the store on a command line: `--db`, and the config file it may come from. */
+export interface StoreFlags {
+  db?: string;
+  config?: string;
+}
+
+/**
+ * Opens the store `--db` names, else the one a `--config` file names (with its PostgreSQL schema
+ * and SQLite settings, which `--db` alone cannot give), else `$SLUICE_DB`, else the default.
+ */
+export async function openStoreFromFlags(
+  flags: StoreFlags,
+  options: Pick<OpenStoreOptions, 'existing'> = {},
+) {
+  const config = flags.config === undefined ? undefined : await loadConfig(flags.config);
+  const db = flags.db ?? process.env.SLUICE_DB ?? config?.db;
+  const source =
+    flags.db !== undefined
+      ? '--db'
+      : process.env.SLUICE_DB !== undefined
+        ? 'SLUICE_DB'
+        : `the db of ${flags.config}`;
+  const store = await openStore(db, {
+    ...options,
+    source,
+    sqlite: config?.sqlite,
+    postgres: config?.postgres,
+  });
+  return { store, db };
 }
 
 /** Refuses a store whose schema is older than this code's, naming the command that fixes it. */

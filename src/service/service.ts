@@ -78,8 +78,15 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
     effectKey: config.effectKey,
   });
   if ((config.migrate ?? 'auto') === 'auto') await sluice.migrate();
-  // Left to `sluice migrate`, an old schema would surface as failed requests instead.
-  else await assertMigrated(store, options.db ?? config.db);
+  else {
+    // Left to `sluice migrate`, an old schema would surface as failed requests instead.
+    try {
+      await assertMigrated(store, options.db ?? config.db);
+    } catch (error) {
+      await sluice.close();
+      throw error;
+    }
+  }
   for (const [name, kind] of Object.entries(config.kinds ?? {})) sluice.define(name, kind);
   await config.setup?.(sluice);
 

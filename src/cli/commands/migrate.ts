@@ -1,14 +1,15 @@
 /** @module cli/commands/migrate — `sluice migrate`: applies the store's pending migrations. */
 import type { Command } from 'commander';
-import { openStore } from '../open-store.js';
+import { openStoreFromFlags, STORE_OPTIONS, type StoreFlags } from '../open-store.js';
 
 export function migrateCommand(program: Command): void {
   program
     .command('migrate')
     .description('apply pending schema migrations to the store')
-    .option('--db <sqlite-path|postgres-url>', 'the store (default: $SLUICE_DB or ./data/sluice.db)')
-    .action(async (opts: { db?: string }) => {
-      const store = await openStore(opts.db);
+    .option(...STORE_OPTIONS.db)
+    .option(...STORE_OPTIONS.config)
+    .action(async (opts: StoreFlags) => {
+      const { store } = await openStoreFromFlags(opts);
       try {
         await store.migrate();
         console.log(`migrated (${store.dialect})`);

@@ -9,10 +9,10 @@ import type { Operation } from '../../core/operation.js';
 import type { OperationState } from '../../core/states.js';
 import { Sluice } from '../../sluice.js';
 import type { ReconcileEffect } from '../../store/types.js';
-import { assertMigrated, openStore } from '../open-store.js';
+import { assertMigrated, openStoreFromFlags, STORE_OPTIONS, type StoreFlags } from '../open-store.js';
 
-export async function withSluice<T>(db: string | undefined, fn: (sluice: Sluice) => Promise<T>): Promise<T> {
-  const store = await openStore(db, { existing: true });
+export async function withSluice<T>(flags: StoreFlags, fn: (sluice: Sluice) => Promise<T>): Promise<T> {
+  const { store, db } = await openStoreFromFlags(flags, { existing: true });
   const sluice = new Sluice({ store, logger: pino({ level: 'silent' }) });
   try {
     await assertMigrated(store, db);
@@ -47,7 +47,8 @@ export function opsCommand(program: Command): void {
   ops
     .command('list')
     .description('list operations in acceptance order')
-    .option('--db <sqlite-path|postgres-url>', 'the store (default: $SLUICE_DB or ./data/sluice.db)')
+    .option(...STORE_OPTIONS.db)
+    .option(...STORE_OPTIONS.config)
     .option('--tenant <tenant>', 'only this tenant')
     .option(
       '--state <state>',
@@ -58,7 +59,7 @@ export function opsCommand(program: Command): void {
     .option('--cursor <cursor>', 'continue after a previous page')
     .option('--json', 'print JSON')
     .action(async (opts) => {
-      await withSluice(opts.db, async (sluice) => {
+      await withSluice(opts, async (sluice) => {
         const page = await sluice.list({
           tenant: opts.tenant,
           state: opts.state as OperationState | undefined,
@@ -78,9 +79,10 @@ export function opsCommand(program: Command): void {
     .command('cancel <tenant> <id>')
     .description('ask to cancel an operation (queued: cancelled; running: stopped unless an effect happened)')
     .option('--by <who>', 'who (default: $SLUICE_OPERATOR or $USER)')
-    .option('--db <sqlite-path|postgres-url>', 'the store (default: $SLUICE_DB or ./data/sluice.db)')
-    .action(async (tenant: string, id: string, opts: { db?: string; by?: string }) => {
-      await withSluice(opts.db, async (sluice) => {
+    .option(...STORE_OPTIONS.db)
+    .option(...STORE_OPTIONS.config)
+    .action(async (tenant: string, id: string, opts: { db?: string; config?: string; by?: string }) => {
+      await withSluice(opts, async (sluice) => {
         const out = await sluice.cancel({ tenant, id }, { by: opts.by ?? by() });
         console.log(`${tenant}/${id}: cancel ${out.cancel}; state ${out.operation.state}`);
       });
@@ -90,13 +92,20 @@ export function opsCommand(program: Command): void {
     .description('put a dead operation back in the queue with a fresh attempt count (recorded)')
     .requiredOption('--reason <text>', 'why (kept with the operation)')
     .option('--by <who>', 'who (default: $SLUICE_OPERATOR or $USER)')
-    .option('--db <sqlite-path|postgres-url>', 'the store (default: $SLUICE_DB or ./data/sluice.db)')
-    .action(async (tenant: string, id: string, opts: { db?: string; reason: string; by?: string }) => {
-      await withSluice(opts.db, async (sluice) => {
-        const op = await sluice.redrive({ tenant, id }, { by: opts.by ?? by(), reason: opts.reason });
-        console.log(`${tenant}/${id}: ${op.state}`);
-      });
-    });
+    .option(...STORE_OPTIONS.db)
+    .option(...STORE_OPTIONS.config)
+    .action(
+      async (
+        tenant: string,
+        id: string,
+        opts: { db?: string; config?: string; reason: string; by?: string },
+      ) => {
+        await withSluice(opts, async (sluice) => {
+          const op = await sluice.redrive({ tenant, id }, { by: opts.by ?? by(), reason: opts.reason });
+          console.log(`${tenant}/${id}: ${op.state}`);
+        });
+      },
+    );
   ops
     .command('reconcile <tenant> <id>')
     .description('resolve an operation waiting in needs_reconciliation (recorded)')
@@ -109,7 +118,8 @@ export function opsCommand(program: Command): void {
     )
     .option('--result <json>', 'the result, with --resolution succeeded')
     .option('--by <who>', 'who (default: $SLUICE_OPERATOR or $USER)')
-    .option('--db <sqlite-path|postgres-url>', 'the store (default: $SLUICE_DB or ./data/sluice.db)')
+    .option(...STORE_OPTIONS.db)
+    .option(...STORE_OPTIONS.config)
     .action(
       async (
         tenant: string,
@@ -127,7 +137,7 @@ export function opsCommand(program: Command): void {
           throw new Error('--resolution must be requeue, succeeded or failed');
         }
         const effects = (opts.effect ?? []).map(parseEffect);
-        await withSluice(opts.db, async (sluice) => {
+        await withSluice(opts, async (sluice) => {
           const op = await sluice.reconcile(
             { tenant, id },
             {
@@ -145,9 +155,10 @@ export function opsCommand(program: Command): void {
   ops
     .command('show <tenant> <id>')
     .description('one operation with its attempts, effects and operator actions (JSON)')
-    .option('--db <sqlite-path|postgres-url>', 'the store (default: $SLUICE_DB or ./data/sluice.db)')
-    .action(async (tenant: string, id: string, opts: { db?: string }) => {
-      await withSluice(opts.db, async (sluice) => {
+    .option(...STORE_OPTIONS.db)
+    .option(...STORE_OPTIONS.config)
+    .action(async (tenant: string, id: string, opts: { db?: string; config?: string }) => {
+      await withSluice(opts, async (sluice) => {
         const op = await sluice.get({ tenant, id }, { include: ['attempts', 'effects', 'events'] });
         if (!op) {
           console.error(`no operation ${id} for tenant ${tenant}`);

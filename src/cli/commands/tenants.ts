@@ -4,6 +4,7 @@
  * budgets drawn in the current windows.
  */
 import type { Command } from 'commander';
+import { STORE_OPTIONS } from '../open-store.js';
 import { withSluice } from './ops.js';
 
 export function tenantsCommand(program: Command): void {
@@ -11,10 +12,11 @@ export function tenantsCommand(program: Command): void {
   tenants
     .command('usage [tenant]')
     .description('running and waiting operations per class, and spend drawn this window')
-    .option('--db <sqlite-path|postgres-url>', 'the store (default: $SLUICE_DB or ./data/sluice.db)')
+    .option(...STORE_OPTIONS.db)
+    .option(...STORE_OPTIONS.config)
     .option('--json', 'print JSON')
-    .action(async (tenant: string | undefined, opts: { db?: string; json?: boolean }) => {
-      await withSluice(opts.db, async (sluice) => {
+    .action(async (tenant: string | undefined, opts: { db?: string; config?: string; json?: boolean }) => {
+      await withSluice(opts, async (sluice) => {
         const now = await sluice.store.now();
         const queues = (await sluice.store.queueStats()).filter(
           (q) => tenant === undefined || q.tenant === tenant,

@@ -1,0 +1,60 @@
+/**
+ * The operator commands take their store from a config file: its URL and its PostgreSQL schema,
+ * which `--db` alone cannot name. A service configured with `migrate: 'manual'` is migrated by
+ * `sluice migrate --config`, into the schema it will use, and refuses to start before that.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { isInvalidArgument, loadConfig } from '../../src/index.js';
+import { startService } from '../../src/service/index.js';
+import { silent } from '../helpers/engine.js';
+import { usePostgres } from '../helpers/postgres.js';
+
+const ROOT = join(import.meta.dirname, '../..');
+const pg = usePostgres();
+
+function cli(...args: string[]) {
+  return spawnSync(process.execPath, [join(ROOT, 'dist/cli/main.js'), ...args], {
+    encoding: 'utf8',
+    env: { ...process.env, SLUICE_DB: undefined },
+  });
+}
+
+describe('sluice migrate and ops with --config', () => {
+  it("migrate the config's schema; ops read it; a manual-migration service waits for it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-config-'));
+    const schema = pg.freshSchema();
+    const file = join(dir, 'sluice.config.mjs');
+    writeFileSync(
+      file,
+      `export default { db: ${JSON.stringify(pg.url)}, postgres: { schema: ${JSON.stringify(schema)} }, migrate: 'manual' };\n`,
+    );
+    try {
+      // Before: the service refuses the schema it would use, naming the fix.
+      const early = await startService(await loadConfig(file), { role: 'worker', logger: silent }).catch(
+        (e) => e,
+      );
+      expect(isInvalidArgument(early)).toBe(true);
+      expect(early.message).toMatch(/never migrated: run `sluice migrate --db postgres/);
+
+      const migrated = cli('migrate', '--config', file);
+      expect([migrated.status, migrated.stdout.trim()]).toEqual([0, 'migrated (postgres)']);
+      const status = await pg.store({ schema }).migrationStatus();
+      expect(status.applied).toBe(status.latest);
+
+      const listed = cli('ops', 'list', '--config', file);
+      expect([listed.status, listed.stdout.trim()]).toEqual([0, '(no operations)']);
+      // --db alone names the default schema, which nothing migrated.
+      const bare = cli('ops', 'list', '--db', pg.url);
+      expect([bare.status, bare.stderr]).toEqual([1, expect.stringMatching(/never migrated/)]);
+
+      const service = await startService(await loadConfig(file), { role: 'worker', logger: silent });
+      await service.stop({ graceMs: 0 });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
