@@ -9,6 +9,8 @@
  *   every recursive walk after it (validation, canonical JSON, the digest);
  * - numbers within ±(2^53−1) (I-JSON, RFC 7493): a bigger one would be silently rounded, and a
  *   rounded amount is a different charge. Out of range also covers `1e400` (Infinity).
+ * - keys unique within an object (I-JSON): a key named twice is read differently by different
+ *   parsers, so the body would not mean one thing.
  * `JSON.parse` itself is iterative in V8, so the scan, not the parser, is the guard. Keys named
  * `__proto__` are refused (prototype poisoning), as fastify's own parser does.
  */
@@ -24,14 +26,21 @@ const CLOSE_BRACKET = 0x5d;
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const MINUS = 0x2d;
+const COMMA = 0x2c;
 
 const isNumberChar = (c: number) =>
   (c >= 0x30 && c <= 0x39) || c === MINUS || c === 0x2b || c === 0x2e || c === 0x45 || c === 0x65;
 
-/** Throws `body-too-deep` or `number-out-of-range`; leaves syntax errors to `JSON.parse`. */
+/**
+ * Throws `body-too-deep`, `number-out-of-range`, or `body-malformed` for a key named twice in
+ * one object; leaves syntax errors to `JSON.parse`.
+ */
 export function scanJson(text: string, maxDepth: number): void {
   let depth = 0;
   let inString = false;
+  // Per open object, the keys seen (null for an array); whether the next string is a key.
+  const keys: Array<Set<string> | null> = [];
+  let keyNext = false;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (inString) {
@@ -40,7 +49,10 @@ export function scanJson(text: string, maxDepth: number): void {
       continue;
     }
     if (c === QUOTE) {
-      inString = true;
+      if (keyNext) {
+        i = checkKey(text, i, keys[keys.length - 1]!);
+        keyNext = false;
+      } else inString = true;
     } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
       if (++depth > maxDepth) {
         throw new ApiError(
@@ -48,8 +60,14 @@ export function scanJson(text: string, maxDepth: number): void {
           `the body nests arrays and objects more than ${maxDepth} levels deep`,
         );
       }
+      keys.push(c === OPEN_BRACE ? new Set() : null);
+      keyNext = c === OPEN_BRACE;
     } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
       depth--;
+      keys.pop();
+      keyNext = false;
+    } else if (c === COMMA) {
+      keyNext = keys[keys.length - 1] != null;
     } else if ((c >= 0x30 && c <= 0x39) || c === MINUS) {
       let j = i + 1;
       while (j < text.length && isNumberChar(text.charCodeAt(j))) j++;
@@ -64,6 +82,37 @@ export function scanJson(text: string, maxDepth: number): void {
       i = j - 1;
     }
   }
+}
+
+/**
+ * Reads the key whose opening quote is at `start` into `seen`, and returns the index of its
+ * closing quote. A key named twice is refused: `JSON.parse` keeps the last, other parsers the
+ * first, so `{"kind":"charge","kind":"export"}` could be read two ways (RFC 8259 §4, I-JSON).
+ */
+function checkKey(text: string, start: number, seen: Set<string>): number {
+  let end = start + 1;
+  let escaped = false;
+  while (end < text.length && text.charCodeAt(end) !== QUOTE) {
+    if (text.charCodeAt(end) === BACKSLASH) {
+      escaped = true;
+      end++;
+    }
+    end++;
+  }
+  let key = text.slice(start + 1, end);
+  if (escaped) {
+    try {
+      key = JSON.parse(text.slice(start, end + 1)) as string;
+    } catch {
+      return end; // a bad escape: JSON.parse reports it
+    }
+  }
+  if (seen.has(key)) {
+    const shown = key.length > 40 ? `${key.slice(0, 40)}…` : key;
+    throw new ApiError('body-malformed', `the key ${JSON.stringify(shown)} appears twice in one object`);
+  }
+  seen.add(key);
+  return end;
 }
 
 function refuseProto(key: string, value: unknown): unknown {

@@ -235,6 +235,19 @@ const CORPUS: Case[] = [
     code: 'unsupported-media-type',
   },
   {
+    // JSON.parse keeps the last, other parsers the first: the body would not mean one thing.
+    name: 'a key named twice in the envelope',
+    body: '{"kind":"charge","kind":"export","input":{"invoice":7,"amount_cents":1}}',
+    status: 400,
+    code: 'body-malformed',
+  },
+  {
+    name: 'a key named twice in the input, spelled once with an escape',
+    body: envelope('{"invoice":7,"amount_cents":1,"\\u0069nvoice":8}'),
+    status: 400,
+    code: 'body-malformed',
+  },
+  {
     name: 'a lone surrogate in the input',
     body: envelope('{"invoice":7,"amount_cents":1,"note":"\\ud800"}'),
     status: 422,
@@ -296,6 +309,19 @@ describe('a malformed-input corpus over loopback: documented errors, store uncha
     expect(((await safe.json()) as { input: { amount_cents: number } }).input.amount_cents).toBe(
       Number.MAX_SAFE_INTEGER,
     );
+    // The same key in different objects, and a quoted key inside a string, are no duplicates.
+    const nestedKeys = await fetch(`${base}/v1/operations`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${KEYS.north}`,
+        'idempotency-key': 'same-names',
+        'content-type': 'application/json',
+      },
+      body: envelope(
+        '{"invoice":7,"amount_cents":1,"kind":{"kind":"x,\\"kind\\":"},"input":[{"a":1},{"a":1}]}',
+      ),
+    });
+    expect(nestedKeys.status).toBe(202);
   });
 
   it('10,000 levels inside a larger body limit: refused as too deep, and the server carries on', async () => {
