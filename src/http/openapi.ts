@@ -26,6 +26,19 @@ export interface RouteRecord {
 }
 
 /** Registers an `onRoute` hook that records every route; call before any route is added. */
+/** The methods the routes take at a concrete path, for a 405's `Allow` (empty: no such path). */
+export function methodsAt(routes: readonly RouteRecord[], path: string): string[] {
+  const methods = new Set<string>();
+  for (const route of routes) {
+    const pattern = route.url
+      .split('/')
+      .map((part) => (part.startsWith(':') ? '[^/]+' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+      .join('/');
+    if (new RegExp(`^${pattern}$`).test(path)) methods.add(route.method);
+  }
+  return [...methods].sort();
+}
+
 export function recordRoutes(app: {
   addHook(name: 'onRoute', hook: (route: RouteOptions) => void): unknown;
 }) {
@@ -224,6 +237,8 @@ export function openApiDocument(options: OpenApiOptions): JsonSchema {
   const components: Record<string, JsonSchema> = { Problem: problemSchema };
   const paths: Record<string, Record<string, JsonSchema>> = {};
   for (const route of options.routes) {
+    // HEAD is served for every GET (RFC 9110 §9.3.2) and documented by it.
+    if (route.method === 'HEAD') continue;
     const s = route.schema;
     const auth: AuthMode = route.config.auth ?? 'none';
     const op: JsonSchema = {

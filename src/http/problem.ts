@@ -69,6 +69,7 @@ const HTTP_PROBLEMS = {
   unauthorized: { status: 401, title: 'Missing or unknown API key' },
   forbidden: { status: 403, title: 'This key may not do that' },
   'not-found': { status: 404, title: 'Not found' },
+  'method-not-allowed': { status: 405, title: 'The route does not take this method' },
   'idempotency-key-missing': { status: 400, title: 'Idempotency-Key header is required' },
   'idempotency-key-invalid': { status: 400, title: 'Idempotency-Key header is malformed' },
   'body-malformed': { status: 400, title: 'The body is not valid JSON' },

@@ -23,7 +23,7 @@ import type { Worker } from '../runtime/worker.js';
 import type { Sluice } from '../sluice.js';
 import { type AuthConfig, KeyRing } from './auth.js';
 import { DEFAULT_MAX_JSON_DEPTH, registerJsonParser } from './json-body.js';
-import { recordRoutes } from './openapi.js';
+import { methodsAt, recordRoutes } from './openapi.js';
 import { ApiError, rawProblemResponse, sendProblem } from './problem.js';
 import type { AuthMode } from './route-config.js';
 import { adminRoutes } from './routes/admin.js';
@@ -93,7 +93,8 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     bodyLimit,
     // Operation ids are up to 255 characters; percent-encoded, up to three times that.
     routerOptions: { maxParamLength: 1024 },
-    exposeHeadRoutes: false,
+    // Every GET route answers HEAD too (RFC 9110 §9.1: GET and HEAD are never optional).
+    exposeHeadRoutes: true,
     // The server answers 503 itself while closing (below), as a problem.
     return503OnClosing: false,
     requestTimeout: options.requestTimeoutMs ?? 30_000,
@@ -196,13 +197,20 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
   });
 
   app.setErrorHandler((error, request, reply) => sendProblem(request, reply, error));
-  app.setNotFoundHandler((request, reply) =>
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0] ?? '';
+    // A path that exists under other methods is a 405 naming them (RFC 9110 §15.5.6), not a 404.
+    const allowed = methodsAt(routes, path);
     sendProblem(
       request,
       reply,
-      new ApiError('not-found', `no route ${request.method} ${request.url.split('?')[0]}`),
-    ),
-  );
+      allowed.length > 0
+        ? new ApiError('method-not-allowed', `${path} takes ${allowed.join(', ')}, not ${request.method}`, {
+            headers: { allow: allowed.join(', ') },
+          })
+        : new ApiError('not-found', `no route ${request.method} ${path}`),
+    );
+  });
 
   const unbind = metrics.bind({ sluice, workers: options.workers });
   app.addHook('onClose', async () => unbind());

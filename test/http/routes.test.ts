@@ -16,7 +16,7 @@ import { KEYS, type Rig, rig } from './rig.js';
 
 async function inject(
   r: Rig,
-  method: 'GET' | 'POST',
+  method: 'GET' | 'POST' | 'HEAD' | 'DELETE',
   url: string,
   o: { key?: string | null; body?: unknown; headers?: Record<string, string> } = {},
 ) {
@@ -27,7 +27,12 @@ async function inject(
     headers: { ...(key ? { authorization: `Bearer ${key}` } : {}), ...o.headers },
     ...(o.body === undefined ? {} : { payload: o.body as object }),
   });
-  return { status: res.statusCode, headers: res.headers, json: res.body ? JSON.parse(res.body) : undefined };
+  return {
+    status: res.statusCode,
+    headers: res.headers,
+    body: res.body,
+    json: res.body ? JSON.parse(res.body) : undefined,
+  };
 }
 
 const submit = (r: Rig, id: string, body: unknown, key: string = KEYS.north) =>
@@ -225,7 +230,22 @@ describe('routes, in-process', () => {
       'not-found',
       'application/problem+json; charset=utf-8',
     ]);
-    expect((await inject(r, 'POST', '/healthz', { key: null })).json.code).toBe('not-found');
+    // A path that exists under other methods: 405 naming them, not 404.
+    const wrong = await inject(r, 'POST', '/healthz', { key: null });
+    expect([wrong.status, wrong.json.code, wrong.headers.allow]).toEqual([
+      405,
+      'method-not-allowed',
+      'GET, HEAD',
+    ]);
+    const deleted = await inject(r, 'DELETE', '/v1/operations/O7', { key: null });
+    expect([deleted.status, deleted.headers.allow]).toEqual([405, 'GET, HEAD']);
+    // HEAD answers as GET does, without a body.
+    const head = await inject(r, 'HEAD', '/healthz', { key: null });
+    expect([head.status, head.body, head.headers['content-type']]).toEqual([
+      200,
+      '',
+      'application/json; charset=utf-8',
+    ]);
   });
 
   it('an unexpected failure is a 500 problem with no detail leaked, logged with its cause', async () => {
