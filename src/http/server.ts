@@ -150,6 +150,12 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     }
     const mode: AuthMode = request.routeOptions.config?.auth ?? 'none';
     if (mode === 'none') return;
+    // Node keeps the first of two Authorization headers; a proxy may keep the last. Two are refused.
+    if (headerCount(request.raw.rawHeaders, 'authorization') > 1) {
+      throw new ApiError('unauthorized', 'send one Authorization header, not several', {
+        headers: { 'www-authenticate': 'Bearer realm="sluice", error="invalid_request"' },
+      });
+    }
     const principal = keys.authenticate(request.headers.authorization);
     if (mode === 'tenant' && principal.kind !== 'tenant') {
       throw new ApiError('forbidden', 'this route needs a tenant key');
@@ -238,4 +244,11 @@ function operationIdOf(request: FastifyRequest): string | undefined {
   if (params?.id) return params.id;
   const key = request.headers['idempotency-key'];
   return typeof key === 'string' && key.length <= 255 ? key : undefined;
+}
+
+/** How many times a header appears in Node's raw list (names at even indexes, any case). */
+function headerCount(raw: readonly string[], name: string): number {
+  let n = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.toLowerCase() === name) n++;
+  return n;
 }

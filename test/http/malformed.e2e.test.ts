@@ -401,6 +401,21 @@ describe('a malformed-input corpus over loopback: documented errors, store uncha
     expect([bad.status, ((await bad.json()) as { code: string }).code]).toEqual([400, 'url-invalid']);
   });
 
+  it('two Authorization headers: 401, whichever key each names', async () => {
+    const before = await r.snapshot();
+    const answer = await rawExchange(
+      base,
+      'POST /v1/operations HTTP/1.1\r\nHost: x\r\nConnection: close\r\n' +
+        `Authorization: Bearer ${KEYS.north}\r\nAuthorization: Bearer ${KEYS.south}\r\n` +
+        `Idempotency-Key: twice\r\nContent-Type: application/json\r\nContent-Length: ${envelope(JSON.stringify(O7)).length}\r\n\r\n` +
+        envelope(JSON.stringify(O7)),
+    );
+    const [head, body] = answer.split('\r\n\r\n');
+    expect(head).toMatch(/^HTTP\/1\.1 401 /);
+    expect(JSON.parse(body!)).toMatchObject({ status: 401, code: 'unauthorized' });
+    expect(await r.snapshot()).toEqual(before);
+  });
+
   it('an HTTP/1.1 request without Host: 400 as a problem', async () => {
     const answer = await rawExchange(base, 'GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n');
     const [head, body] = answer.split('\r\n\r\n');
