@@ -7,6 +7,11 @@
  * `max_running`) and advances it by 1 / weight. A tenant with 10,000 waiting operations and a
  * tenant with one therefore alternate; with weights they share in proportion.
  *
+ * The class keeps a virtual clock (`classes.vclock`): the latest start tag served. Every tenant
+ * backlogged throughout is at or above it, so a candidate below it was not (idle, its work
+ * delayed, or at its running cap) and starts from the clock: time spent waiting is not banked as
+ * credit, however the tenant's work became ready (a submit, a delay that ran out, a retry).
+ *
  * Cost: the candidates come from the `queues_schedule` index in virtual-time order and each
  * tenant's next operations from `operations_ready`, so a claim reads O(limit) index entries
  * whatever the backlog. Each candidate's operations are read up to its share (`shares`: the
@@ -107,11 +112,14 @@ export function readShares<C extends Pick<Candidate, 'vtime' | 'weight' | 'room'
   }
 }
 
-/** Serves the candidates' read operations in service order, advancing their virtual times. */
+/**
+ * Serves the candidates' read operations in service order, advancing their virtual times; each
+ * pick carries its start tag (its tenant's virtual time when it was served).
+ */
 export function serve<C extends Pick<Candidate, 'vtime' | 'weight' | 'ops' | 'taken'>>(
   candidates: C[],
   want: number,
-): Array<{ seq: number; c: C }> {
+): Array<{ seq: number; c: C; start: number }> {
   const order = serviceOrder(
     candidates,
     candidates.map((c) => c.ops.length - c.taken),
@@ -120,9 +128,10 @@ export function serve<C extends Pick<Candidate, 'vtime' | 'weight' | 'ops' | 'ta
   return order.map((k) => {
     const c = candidates[k]!;
     const seq = c.ops[c.taken]!;
+    const start = c.vtime;
     c.taken++;
     c.vtime += 1 / c.weight;
-    return { seq, c };
+    return { seq, c, start };
   });
 }
 
@@ -142,6 +151,11 @@ export function claimMany(ctx: SqliteContext, p: ClaimParams): ClaimResult {
   return ctx.writeUnsynced((now) => {
     const rows: OperationRow[] = [];
     const seen = new Set<string>();
+    // The class's virtual clock: the latest start tag served (see the module header).
+    const clock = ctx.stmt('SELECT vclock FROM classes WHERE class = ?').get(p.class) as
+      | { vclock: number }
+      | undefined;
+    let vclock = clock?.vclock ?? 0;
     for (let round = 0; round < MAX_ROUNDS && rows.length < p.limit; round++) {
       const want = p.limit - rows.length;
       const fresh = (
@@ -157,6 +171,7 @@ export function claimMany(ctx: SqliteContext, p: ClaimParams): ClaimResult {
       if (fresh.length === 0) break;
       for (const c of fresh) {
         seen.add(c.tenant);
+        c.vtime = Math.max(c.vtime, vclock);
         c.room = Math.min(want, c.max_running === null ? want : c.max_running - c.running);
         c.taken = 0;
       }
@@ -181,6 +196,9 @@ export function claimMany(ctx: SqliteContext, p: ClaimParams): ClaimResult {
       );
       for (const c of fresh) settle.run({ n: c.taken, vtime: c.vtime, class: p.class, tenant: c.tenant });
       classWaiting(ctx, p.class, -picks.length);
+      for (const pick of picks) vclock = Math.max(vclock, pick.start);
+      if (picks.length > 0)
+        ctx.stmt('UPDATE classes SET vclock = max(vclock, ?) WHERE class = ?').run(vclock, p.class);
     }
     const firsts = rows.filter((r) => r.attempt === 1).length;
     if (p.retryBudget && firsts > 0) countRetryBudget(ctx, now, p.retryBudget, 'firsts', firsts);

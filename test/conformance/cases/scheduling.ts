@@ -113,13 +113,33 @@ export function schedulingCases(t: CaseRegistry): void {
         ...[0, 1, 2].map((i) => submitParams({ tenant: 'Bravo', id: `Bravo-${i}`, limits: { weight: 10 } })),
         submitParams({ tenant: 'Bravo', id: 'Bravo-3', ...later }),
       ]);
-      // Bravo alone is ready: three operations in one claim.
+      // Bravo alone is ready: three operations in one claim (start tags 0, 0.1, 0.2).
       expect((await claim(store, { limit: 3 })).map((r) => r.id)).toEqual(['Bravo-0', 'Bravo-1', 'Bravo-2']);
       clock.advance(1000);
-      // Alpha, behind on virtual time, gets three claims of one.
-      expect(await servedInTurn(store, 3)).toEqual(['Alpha', 'Alpha', 'Alpha']);
-      // Both have had three operations at weight 10: a tie, which goes to the first by name.
-      expect(await servedInTurn(store, 2)).toEqual(['Alpha', 'Bravo']);
+      // Alpha's work was delayed, not waiting: it starts from the class's clock (0.2), not 0, and
+      // after one claim of one stands at 0.2 + 0.1, as Bravo stands at 0.1 + 0.1 + 0.1 (both
+      // 0.30000000000000004): a tie, which goes to the first by name, then Bravo.
+      expect(await servedInTurn(store, 3)).toEqual(['Alpha', 'Alpha', 'Bravo']);
+    });
+
+    g.test('a tenant whose work was delayed banks no credit, nor lends it to one arriving', async (fx) => {
+      const { store, clock } = fx;
+      // Alpha's only work is delayed an hour while Bravo is served on its own.
+      await store.operationSubmitMany([
+        submitParams({ tenant: 'Alpha', id: 'Alpha-later', delayMs: 3_600_000 }),
+      ]);
+      await enqueue(store, 'Bravo', 60);
+      expect(new Set(await servedInTurn(store, 20))).toEqual(new Set(['Bravo']));
+      // A tenant arriving now takes turns with Bravo: it does not start from Alpha's old time.
+      await enqueue(store, 'Charlie', 15);
+      const arriving = await servedInTurn(store, 12);
+      expect(arriving.filter((x) => x === 'Bravo').length, arriving.join(',')).toBeGreaterThanOrEqual(5);
+      // Nor does Alpha, once its delay has run out and it has more to do.
+      clock.advance(3_600_000);
+      await enqueue(store, 'Alpha', 15);
+      const returning = await servedInTurn(store, 12);
+      expect(returning.filter((x) => x === 'Alpha').length, returning.join(',')).toBeLessThanOrEqual(5);
+      expect(returning.filter((x) => x === 'Bravo').length, returning.join(',')).toBeGreaterThanOrEqual(3);
     });
 
     g.test("a tenant's ready time moves earlier as work enters, never later", async (fx) => {
