@@ -44,7 +44,11 @@ export interface SluiceConfig {
   postgres?: { schema?: string; poolSize?: number };
   /** Apply pending migrations at start-up (`auto`, default) or only with `sluice migrate`. */
   migrate?: 'auto' | 'manual';
-  http?: { host?: string; port?: number; bodyLimitBytes?: number };
+  /**
+   * The API's listener. `metricsAuth: 'admin'` asks for an admin key on `GET /metrics` (its
+   * series name tenants); the default `none` leaves it open, for a scraper on a private network.
+   */
+  http?: { host?: string; port?: number; bodyLimitBytes?: number; metricsAuth?: 'none' | 'admin' };
   /** API keys: per tenant, and for operators. Plaintext or `sha256:<hex>`; never logged. */
   auth?: { tenants?: Record<string, string[]>; admin?: string[] };
   /** Operation kinds by name. */

@@ -17,6 +17,7 @@ import { validateAdmission } from '../admission/limits.js';
 import { assertMigrated, openStore } from '../cli/open-store.js';
 import { type SluiceConfig, withEnvironment } from '../config/config.js';
 import { bounded, MAX_TIMER_MS } from '../core/bounds.js';
+import { createMetrics } from '../observability/metrics.js';
 import { checkWorkerOptions, type Worker } from '../runtime/worker.js';
 import { Sluice } from '../sluice.js';
 
@@ -104,6 +105,11 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
       sluice,
       auth: { tenants: config.auth?.tenants ?? {}, admin: config.auth?.admin ?? [] },
       bodyLimitBytes: config.http?.bodyLimitBytes,
+      metricsAuth: config.http?.metricsAuth,
+      // The retry-budget gauges report over the window the budget itself uses.
+      metrics: createMetrics({
+        retryBudgetWindowMs: config.retryBudget === false ? undefined : config.retryBudget?.windowMs,
+      }),
       logger: log,
       accepting: () => accepting,
       workers: () => (worker ? [worker] : []),

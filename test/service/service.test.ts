@@ -92,6 +92,27 @@ describe('roles', () => {
     const done = await api.sluice.wait({ tenant: 'north', id: 'e1' }, { timeoutMs: 10_000 });
     expect([done.state, done.result]).toEqual(['succeeded', { said: 'hi' }]);
   });
+
+  it('the config can close /metrics to all but an admin key', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'sluice-roles-'));
+    const config = await loadConfig(join(ROOT, 'test/fixtures/sluice.config.ts'));
+    const api = await startService(
+      {
+        ...config,
+        http: { ...config.http, metricsAuth: 'admin' },
+        auth: { ...config.auth, admin: ['admin-key-1'] },
+      },
+      { role: 'api', db: join(dir, 'sluice.db'), port: 0, logger: silent },
+    );
+    services.push(api);
+    const scrape = (key?: string) =>
+      fetch(`${api.url}/metrics`, { headers: key ? { authorization: `Bearer ${key}` } : {} }).then(
+        (r) => r.status,
+      );
+    expect([await scrape(), await scrape('north-config-key'), await scrape('admin-key-1')]).toEqual([
+      401, 403, 200,
+    ]);
+  });
 });
 
 describe('operator commands', () => {
