@@ -307,6 +307,12 @@ export class Sluice {
       deadlineMs = deadlineMs === null ? asked : Math.min(deadlineMs, asked);
     }
     bounded('delayMs', request.delayMs, 0, { min: 0, max: MAX_REQUEST_MS });
+    // Accepted, it would hold a waiting place until it failed `deadline-exceeded` unstarted.
+    if (request.delayMs !== undefined && deadlineMs !== null && request.delayMs >= deadlineMs) {
+      throw new InvalidArgument(
+        `delayMs ${request.delayMs} starts the operation at or after its deadline, ${deadlineMs} ms after acceptance`,
+      );
+    }
     const tenantLimits = this.admission.tenantLimits(kind.class, tenant);
     const params: SubmitParams = {
       tenant,

@@ -18,7 +18,7 @@
  * ```
  */
 import { bounded, MAX_DURATION_MS } from '../core/bounds.js';
-import { InvalidArgument } from '../core/errors/index.js';
+import { InvalidArgument, Permanent } from '../core/errors/index.js';
 import type { BudgetCharge } from '../store/types.js';
 
 export interface BudgetWindow {
@@ -100,5 +100,15 @@ export function chargesFor(
   const rates: BudgetCharge[] = b.rate
     ? [{ key: `rate:${provider}`, limit: b.rate.limit, windowMs: b.rate.windowMs, cost: 1 }]
     : [];
+  // A charge over a budget's whole limit fits in no window: waiting for the next would wait for
+  // ever (or until the deadline), holding a waiting place. It fails now, before anything is sent.
+  for (const charge of [...spend, ...rates]) {
+    if (charge.cost > charge.limit) {
+      throw new Permanent(
+        `effect costs ${charge.cost} against ${charge.key}, whose whole limit is ${charge.limit} per ${charge.windowMs} ms: it can never be spent`,
+        { code: 'budget-exhausted' },
+      );
+    }
+  }
   return { spend, rates, onExhausted: b.onExhausted ?? 'wait' };
 }

@@ -125,6 +125,25 @@ function deferRetry(
   };
 }
 
+/**
+ * A failure about to be retried draws on the service-wide retry budget; denied, the retry is
+ * marked and deferred (the failed attempt did run, so it counts). Every retry does, whatever
+ * failed: a worker without the kind retries too.
+ */
+async function budgetedRetry<E extends AttemptEnd | { outcome: 'succeeded'; result: unknown }>(
+  env: AttemptEnv,
+  row: OperationRow,
+  logs: LazyLog,
+  deadlineInMs: number | null,
+  end: E,
+): Promise<E | AttemptEnd> {
+  if (end.outcome !== 'retry' || !env.retryBudget || (await takeRetry(env, row, logs))) return end;
+  const deferred = deferRetry(env, end.error, deadlineInMs);
+  return deferred.outcome === 'deferred'
+    ? { outcome: 'retry', delayMs: Math.max(end.delayMs, deferred.delayMs), error: deferred.error }
+    : deferred;
+}
+
 const TERMINAL_ENDS = new Set(['succeeded', 'failed', 'dead', 'needs_reconciliation', 'cancelled']);
 
 /** Runs one attempt and tells observers when it starts and how it ends (sluice.events). */
@@ -177,16 +196,22 @@ async function attemptOnce(env: AttemptEnv, row: OperationRow, claimNow: number)
   const marks = new AttemptMarks(env.journal, lease);
   if (!kind) {
     // A worker that does not know the kind (a rolling deploy): retry, so one that does can run it.
-    end = classifyFailure(
-      {
-        error: new UnknownKind(row.kind),
-        abortReason: undefined,
-        attempt: row.attempt,
-        maxAttempts: row.maxAttempts,
-        backoff: { baseMs: 1000, capMs: 30_000 },
-        deadlineInMs,
-      },
-      env.random,
+    end = await budgetedRetry(
+      env,
+      row,
+      logs,
+      deadlineInMs,
+      classifyFailure(
+        {
+          error: new UnknownKind(row.kind),
+          abortReason: undefined,
+          attempt: row.attempt,
+          maxAttempts: row.maxAttempts,
+          backoff: { baseMs: 1000, capMs: 30_000 },
+          deadlineInMs,
+        },
+        env.random,
+      ),
     );
   } else if (deadlineInMs !== null && deadlineInMs <= 0) {
     // Never start an operation whose deadline has already passed.
@@ -197,16 +222,7 @@ async function attemptOnce(env: AttemptEnv, row: OperationRow, claimNow: number)
   } else {
     const result = await execute(env, kind, row, lease, deadlineInMs, logs, marks);
     if (result === 'crashed') crashed = true;
-    end = result === 'crashed' ? { outcome: 'abandon' } : result;
-    // A failure about to be retried draws on the service-wide retry budget; denied, the retry
-    // is marked and deferred (the failed attempt did run, so it counts).
-    if (end.outcome === 'retry' && env.retryBudget && !(await takeRetry(env, row, logs))) {
-      const deferred = deferRetry(env, end.error, deadlineInMs);
-      end =
-        deferred.outcome === 'deferred'
-          ? { outcome: 'retry', delayMs: Math.max(end.delayMs, deferred.delayMs), error: deferred.error }
-          : deferred;
-    }
+    end = result === 'crashed' ? { outcome: 'abandon' } : await budgetedRetry(env, row, logs, deadlineInMs, result);
   }
 
   if (crashed) {

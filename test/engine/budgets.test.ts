@@ -3,11 +3,13 @@
  * ledger proves it), a call-rate cap defers requests to the next window, and the service-wide
  * retry budget keeps retries under 10% of first attempts plus a floor while a dependency is down.
  */
+import { once } from 'node:events';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { isTerminal, type Sluice } from '../../src/index.js';
+import { isTerminal, Sluice, sqliteStore } from '../../src/index.js';
 import { FakeClock, ProviderStub } from '../../src/testing/index.js';
-import { type Harness, harness } from '../helpers/engine.js';
+import { type Harness, harness, silent } from '../helpers/engine.js';
 
 const HOUR = 3_600_000;
 
@@ -42,6 +44,27 @@ async function quiescent(h: Harness, clock: FakeClock, ids: string[], tenant = '
 describe('spend budgets', () => {
   let h: Harness;
   afterEach(async () => h?.close());
+
+  it('fails at once a charge over the whole limit, even where exhaustion waits', async () => {
+    h = await harness({
+      sluice: {
+        providers: { payments: { perTenant: { limit: 5000, windowMs: HOUR }, onExhausted: 'wait' } },
+      },
+    });
+    const provider = new ProviderStub();
+    defineCharge(h.sluice, provider);
+    h.worker().start();
+    await h.sluice.submit({ tenant: 'North', id: 'huge', kind: 'charge', input: { amount_cents: 6000 } });
+    const done = await h.sluice.wait({ tenant: 'North', id: 'huge' });
+    // Waiting for the next window would wait for ever: no window holds 6,000 of 5,000.
+    expect([done.state, done.error?.code, done.attempt, provider.calls]).toEqual([
+      'failed',
+      'budget-exhausted',
+      1,
+      0,
+    ]);
+    expect(done.error?.message).toMatch(/can never be spent/);
+  });
 
   it('never calls the provider beyond the budget: the ledger stays within it (onExhausted: fail)', async () => {
     const clock = new FakeClock();
@@ -120,6 +143,29 @@ describe('spend budgets', () => {
 describe('the service-wide retry budget', () => {
   let h: Harness;
   afterEach(async () => h?.close());
+
+  it('counts the retries of a worker that does not know the kind too', async () => {
+    const budget = { ratio: 0, floor: 0 };
+    h = await harness({ sluice: { retryBudget: budget } });
+    h.sluice.define('known', { input: z.object({}), run: () => 1 });
+    await h.sluice.submit({ tenant: 'North', id: 'k1', kind: 'known', input: {} });
+    // A worker of a rolling deploy, on the same file, without the kind.
+    const older = new Sluice({ store: sqliteStore({ path: h.dbPath }), logger: silent, retryBudget: budget });
+    older.define('other', { input: z.object({}), run: () => 1 });
+    const worker = older.worker({
+      tempRoot: join(h.dir, 'older'),
+      pollIntervalMs: 20,
+      rescueIntervalMs: false,
+    });
+    const ended = once(worker, 'attempt');
+    worker.start();
+    await ended;
+    await older.close({ graceMs: 100 });
+    // Its retry asked the budget, which had nothing to give: deferred, and counted as denied.
+    expect((await h.sluice.get({ tenant: 'North', id: 'k1' }))?.error?.code).toBe('retry-budget-exhausted');
+    const stats = await h.store.retryBudgetStats({ windowMs: 60_000 });
+    expect([stats.retries, stats.denials]).toEqual([0, 1]);
+  });
 
   it('keeps retries within 10% of first attempts plus the floor while the provider fails every call', async () => {
     const clock = new FakeClock();

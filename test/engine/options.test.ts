@@ -80,12 +80,16 @@ describe('options out of range', () => {
       { delayMs: Number.POSITIVE_INFINITY },
       { deadlineMs: 0 },
       { deadlineMs: MAX_REQUEST_MS + 1 },
+      // Started at or after its deadline, it would hold a waiting place only to fail unstarted.
+      { delayMs: 1000, deadlineMs: 1000 },
     ].entries()) {
       await expect(submit(`bad${i}`, options)).rejects.toMatchObject({ code: 'invalid-argument' });
       expect(await h.sluice.get({ tenant: 'North', id: `bad${i}` })).toBeUndefined();
     }
-    const edge = await submit('edge', { delayMs: MAX_REQUEST_MS, deadlineMs: MAX_REQUEST_MS });
-    expect(Date.parse(edge.operation.runAfter) - Date.parse(edge.operation.createdAt)).toBe(MAX_REQUEST_MS);
+    const edge = await submit('edge', { delayMs: MAX_REQUEST_MS - 1, deadlineMs: MAX_REQUEST_MS });
+    expect(Date.parse(edge.operation.runAfter) - Date.parse(edge.operation.createdAt)).toBe(
+      MAX_REQUEST_MS - 1,
+    );
     expect(Date.parse(edge.operation.deadlineAt ?? '') - Date.parse(edge.operation.createdAt)).toBe(
       MAX_REQUEST_MS,
     );

@@ -145,7 +145,7 @@ describe('routes, in-process', () => {
       },
     });
     // Queued: cancelled at once.
-    await submit(r, 'q', { kind: 'slow', input: { effect: false }, delayMs: 3_600_000 });
+    await submit(r, 'q', { kind: 'slow', input: { effect: false }, delayMs: 1_800_000 });
     const queued = await inject(r, 'POST', '/v1/operations/q/cancel');
     expect([queued.status, queued.json.cancel, queued.json.operation.state]).toEqual([
       200,

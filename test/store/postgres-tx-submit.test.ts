@@ -93,7 +93,7 @@ describe('transactional submit (PostgreSQL, engine level)', () => {
   it('rolls back with the business write: no operation, no counter change, the id still free', async () => {
     const { sluice, store } = await engine();
     // Another operation of the tenant already waits (delayed), so its queue counter row exists.
-    await sluice.submit({ ...request('other', 1), delayMs: 3_600_000 });
+    await sluice.submit({ ...request('other', 1), delayMs: 1_800_000 });
     const counters = await store.queueStats();
     expect(counters).toEqual([{ class: 'default', tenant: 'North', waiting: 1, running: 0 }]);
 
