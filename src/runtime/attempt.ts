@@ -159,7 +159,11 @@ export async function runAttempt(
     env.events.emit('attempt-started', {
       ...refOf(row),
       attempt: row.attempt,
-      firstAttemptAgeMs: row.attempt === 1 ? Math.max(0, claimNow - row.createdAt) : null,
+      // A deferral gives attempt 1 back and leaves its reason in `error`: not a first start again.
+      // (A release at shutdown gives it back too and leaves no trace on the row; the store's own
+      // count of first attempts, for the retry budget, reads `started_at` and is exact.)
+      firstAttemptAgeMs:
+        row.attempt === 1 && row.error === null ? Math.max(0, claimNow - row.createdAt) : null,
     });
   const report = await attemptOnce(env, row, claimNow);
   if (env.events.listenerCount('attempt-ended') === 0) return report;
@@ -222,7 +226,10 @@ async function attemptOnce(env: AttemptEnv, row: OperationRow, claimNow: number)
   } else {
     const result = await execute(env, kind, row, lease, deadlineInMs, logs, marks);
     if (result === 'crashed') crashed = true;
-    end = result === 'crashed' ? { outcome: 'abandon' } : await budgetedRetry(env, row, logs, deadlineInMs, result);
+    end =
+      result === 'crashed'
+        ? { outcome: 'abandon' }
+        : await budgetedRetry(env, row, logs, deadlineInMs, result);
   }
 
   if (crashed) {

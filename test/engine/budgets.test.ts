@@ -138,6 +138,32 @@ describe('spend budgets', () => {
     for (const id of ids) expect((await h.sluice.wait({ tenant: 'North', id })).state).toBe('succeeded');
     expect(provider.calls).toBe(5);
   });
+
+  it('an attempt the cap deferred is not a first attempt when it runs', async () => {
+    const clock = new FakeClock();
+    h = await harness({ clock, sluice: { providers: { payments: { rate: { limit: 1, windowMs: 1000 } } } } });
+    const provider = new ProviderStub({ clock });
+    defineCharge(h.sluice, provider);
+    const firsts: Array<[string, number | null]> = [];
+    h.sluice.events.on('attempt-started', (e) => firsts.push([e.id, e.firstAttemptAgeMs]));
+    h.worker().start();
+    for (const id of ['d1', 'd2'])
+      await h.sluice.submit({ tenant: 'North', id, kind: 'charge', input: { amount_cents: 1 } });
+    for (let window = 0; window < 4; window++) {
+      await quiescent(h, clock, ['d1', 'd2']);
+      clock.advance(1000);
+    }
+    for (const id of ['d1', 'd2'])
+      expect((await h.sluice.wait({ tenant: 'North', id })).state).toBe('succeeded');
+    // More starts at attempt 1 than operations (the cap deferred one), and two first attempts.
+    expect(firsts.length).toBeGreaterThan(2);
+    expect(
+      firsts
+        .filter(([, age]) => age !== null)
+        .map(([id]) => id)
+        .sort(),
+    ).toEqual(['d1', 'd2']);
+  });
 });
 
 describe('the service-wide retry budget', () => {

@@ -156,6 +156,10 @@ export function claimMany(ctx: SqliteContext, p: ClaimParams): ClaimResult {
       | { vclock: number }
       | undefined;
     let vclock = clock?.vclock ?? 0;
+    // Operations never started before: a first attempt is the claim that starts one of these, not
+    // any claim at attempt 1, which a deferral or a release gives back (retry budget's firsts).
+    const neverStarted = new Set<number>();
+    let firsts = 0;
     for (let round = 0; round < MAX_ROUNDS && rows.length < p.limit; round++) {
       const want = p.limit - rows.length;
       const fresh = (
@@ -176,17 +180,21 @@ export function claimMany(ctx: SqliteContext, p: ClaimParams): ClaimResult {
         c.taken = 0;
       }
       const ready = ctx.stmt(
-        `SELECT seq FROM operations
+        `SELECT seq, started_at IS NULL AS never FROM operations
          WHERE class = ? AND tenant = ? AND state = 'queued' AND run_after <= ?
          ORDER BY run_after, seq LIMIT ?`,
       );
       readShares(fresh, want, (c, limit) =>
-        (ready.all(p.class, c.tenant, now, limit) as Array<{ seq: number }>).map((r) => r.seq),
+        (ready.all(p.class, c.tenant, now, limit) as Array<{ seq: number; never: number }>).map((r) => {
+          if (r.never) neverStarted.add(r.seq);
+          return r.seq;
+        }),
       );
       const picks = serve(fresh, want);
       const update = ctx.rawStmt(START);
       for (const pick of picks) {
         rows.push(operationRowOf(update.get(now, p.owner, now + p.leaseMs, now, pick.seq) as unknown[]));
+        if (neverStarted.has(pick.seq)) firsts++;
       }
       const settle = ctx.stmt(
         `UPDATE queues SET running = running + @n, waiting = waiting - @n, vtime = @vtime,
@@ -200,7 +208,6 @@ export function claimMany(ctx: SqliteContext, p: ClaimParams): ClaimResult {
       if (picks.length > 0)
         ctx.stmt('UPDATE classes SET vclock = max(vclock, ?) WHERE class = ?').run(vclock, p.class);
     }
-    const firsts = rows.filter((r) => r.attempt === 1).length;
     if (p.retryBudget && firsts > 0) countRetryBudget(ctx, now, p.retryBudget, 'firsts', firsts);
     return { now, rows };
   });

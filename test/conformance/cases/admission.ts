@@ -348,5 +348,28 @@ export function admissionCases(t: CaseRegistry): void {
       expect(again.rows[0]?.attempt).toBe(2);
       expect((await store.retryBudgetStats({ windowMs: 60_000 })).firstAttempts).toBe(0);
     });
+
+    g.test('an attempt given back (deferred, released) is not a first attempt again', async (fx) => {
+      const { store } = fx;
+      await submitCreated(store);
+      // Claimed at attempt 1 each time: a deferral and a release do not use the attempt up.
+      for (const outcome of ['deferred', 'released', 'deferred'] as const) {
+        const { rows } = await store.operationClaimMany({
+          class: 'default',
+          owner: 'w',
+          limit: 1,
+          leaseMs: 30_000,
+          retryBudget: { bucketMs: 1000, shard: 0 },
+        });
+        expect(rows[0]?.attempt).toBe(1);
+        const end =
+          outcome === 'deferred'
+            ? { outcome, error: { code: 'budget-exhausted', message: 'wait' }, delayMs: 0 }
+            : { outcome };
+        expect(await store.attemptFinishMany([{ lease: leaseOf(rows[0]!), ...end }])).toEqual([true]);
+      }
+      // One operation, started for the first time once: the retry budget's allowance grows by one.
+      expect((await store.retryBudgetStats({ windowMs: 60_000 })).firstAttempts).toBe(1);
+    });
   });
 }

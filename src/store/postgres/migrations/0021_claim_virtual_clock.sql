@@ -6,7 +6,10 @@
 -- served ahead of every backlogged tenant for as long as those had been served: waiting banked as
 -- credit. Start-time fair queuing's rule instead: the class keeps the latest start tag served
 -- (`classes.vclock`); every tenant backlogged throughout is at or above it, so one below it was
--- not, and starts from it. The claim is version 15's with that raise and the clock's update.
+-- not, and starts from it. The claim is version 15's with that raise and the clock's update, and
+-- one more change: a first attempt, for the retry budget, is the start of an operation never
+-- started before (`started_at` was empty), not any start at attempt 1, which a deferral or a
+-- release gives back and which was therefore counted again at each.
 
 ALTER TABLE classes ADD COLUMN vclock double precision NOT NULL DEFAULT 0;
 
@@ -82,7 +85,7 @@ BEGIN
     l_vtime := greatest(l_vtime, v_clock);
     RETURN QUERY
       WITH picked AS (
-        SELECT o.seq FROM operations o
+        SELECT o.seq, o.started_at IS NULL AS never FROM operations o
          WHERE o.class = p_class AND o.tenant = l_tenant AND o.state = 'queued'
            AND o.run_after BETWEEN l_ready_at AND p_now
          ORDER BY o.run_after, o.seq
@@ -100,7 +103,8 @@ BEGIN
       -- here because the data-modifying CTEs below read this one, so it is computed whatever the
       -- result's reader fetches (a claim that started nothing leaves the flag to the general path).
       tally AS (
-        SELECT count(*)::integer AS n, (count(*) FILTER (WHERE s.attempt = 1))::integer AS firsts,
+        SELECT count(*)::integer AS n,
+               (SELECT count(*) FROM picked p WHERE p.never)::integer AS firsts,
                CASE WHEN count(*) > 0 AND count(*) < p_limit
                      AND EXISTS (SELECT 1 FROM queues q
                                   WHERE q.class = p_class AND q.ready_at <= p_now
@@ -195,6 +199,11 @@ BEGIN
       v_pick := v_pick || ops[off[v_k] + taken[v_k]];
       v_claimed := v_claimed + 1;
     END LOOP;
+    IF p_bucket_ms IS NOT NULL THEN
+      -- First attempts: operations never started before (a deferral or a release gives the attempt
+      -- back, so attempt 1 may be a second start). Read before the start sets `started_at`.
+      SELECT v_firsts + count(*) INTO v_firsts FROM operations o WHERE o.seq = ANY (v_pick) AND o.started_at IS NULL;
+    END IF;
     -- The round's picks start in one statement, returned in the order they were served.
     RETURN QUERY
       WITH started AS (
@@ -205,10 +214,6 @@ BEGIN
          WHERE o.seq = ANY (v_pick)
         RETURNING o.*)
       SELECT s.* FROM started s JOIN unnest(v_pick) WITH ORDINALITY AS u(seq, n) ON u.seq = s.seq ORDER BY u.n;
-    IF p_bucket_ms IS NOT NULL THEN
-      -- First attempts: attempt 1 after the update (the picks are locked; no one else moved them).
-      SELECT v_firsts + count(*) INTO v_firsts FROM operations o WHERE o.seq = ANY (v_pick) AND o.attempt = 1;
-    END IF;
     FOR k IN 1 .. n LOOP
       UPDATE queues SET running = running + taken[k], waiting = waiting - taken[k], vtime = vt[k],
              ready_at = (SELECT min(o.run_after) FROM operations o
