@@ -33,11 +33,17 @@ export interface SluiceEventMap {
   rejected: [{ tenant: string; kind: string; class: string | null; reason: string }];
   /** An attempt started. `firstAttemptAgeMs`: for a first attempt, how long it waited since acceptance. */
   'attempt-started': [OperationRef & { attempt: number; firstAttemptAgeMs: number | null }];
-  /** An attempt ended. `endToEndMs`: acceptance to the end, when the operation ended for good. */
+  /**
+   * An attempt ended. `outcome`: how the attempt ended. `state`: the terminal state the operation
+   * reached through it, which the store may have decided otherwise than the attempt asked (a
+   * failure with an effect pending is `needs_reconciliation`), or null while it goes on.
+   * `endToEndMs`: acceptance to that end, with `state`.
+   */
   'attempt-ended': [
     OperationRef & {
       attempt: number;
       outcome: AttemptEndOutcome;
+      state: OperationState | null;
       durationMs: number;
       endToEndMs: number | null;
       errorCode: string | null;

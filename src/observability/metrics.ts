@@ -222,9 +222,9 @@ class PromMetrics implements Metrics {
         this.attempts.inc({ kind: e.kind, outcome: e.outcome });
         this.attemptSeconds.observe({ kind: e.kind }, e.durationMs / 1000);
         if (e.outcome === 'retry') this.retries.inc({ kind: e.kind });
-        if (e.endToEndMs !== null) {
-          this.endToEndSeconds.observe({ kind: e.kind, state: e.outcome }, e.endToEndMs / 1000);
-          this.finished.inc({ kind: e.kind, state: e.outcome });
+        if (e.state !== null && e.endToEndMs !== null) {
+          this.endToEndSeconds.observe({ kind: e.kind, state: e.state }, e.endToEndMs / 1000);
+          this.finished.inc({ kind: e.kind, state: e.state });
         }
       },
       effect: (e) => this.effects.inc({ provider: e.provider ?? 'none', outcome: e.outcome }),

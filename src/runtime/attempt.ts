@@ -13,6 +13,7 @@ import { chargesFor, type ProviderBudgets } from '../admission/budgets.js';
 import type { RetryBudgetConfig } from '../admission/retry-budget.js';
 import { endAtDeadline } from '../core/decisions.js';
 import { assertPlainJson } from '../core/digest.js';
+import { isTerminal, type OperationState } from '../core/states.js';
 import {
   AttemptEnded,
   AttemptTimeout,
@@ -144,7 +145,19 @@ async function budgetedRetry<E extends AttemptEnd | { outcome: 'succeeded'; resu
     : deferred;
 }
 
-const TERMINAL_ENDS = new Set(['succeeded', 'failed', 'dead', 'needs_reconciliation', 'cancelled']);
+/** Ends the store writes as asked: the operation's state is the end's name. */
+const KEPT_ENDS = new Set(['succeeded', 'dead', 'needs_reconciliation']);
+
+/**
+ * The state an accepted end left the operation in. The store may write another than the end asked
+ * for: `failed` with an effect pending is `needs_reconciliation`; a retry, a release or a deferral
+ * with a cancel pending is `cancelled`; a cancel past the point of no return goes back to the
+ * queue. Those ends are read back (failures and cancels, not the common success).
+ */
+async function stateAfter(env: AttemptEnv, row: OperationRow, end: string): Promise<OperationState | null> {
+  if (KEPT_ENDS.has(end)) return end as OperationState;
+  return (await env.store.operationGet(row).catch(() => undefined))?.state ?? null;
+}
 
 /** Runs one attempt and tells observers when it starts and how it ends (sluice.events). */
 export async function runAttempt(
@@ -169,15 +182,15 @@ export async function runAttempt(
   if (env.events.listenerCount('attempt-ended') === 0) return report;
   const durationMs = performance.now() - started;
   const ended = report.outcome === 'written' ? report.end : report.outcome;
+  const state = report.outcome === 'written' && report.accepted ? await stateAfter(env, row, ended) : null;
+  const terminal = state !== null && isTerminal(state) ? state : null;
   env.events.emit('attempt-ended', {
     ...refOf(row),
     attempt: row.attempt,
     outcome: ended,
+    state: terminal,
     durationMs,
-    endToEndMs:
-      report.outcome === 'written' && report.accepted && TERMINAL_ENDS.has(ended)
-        ? Math.max(0, claimNow + durationMs - row.createdAt)
-        : null,
+    endToEndMs: terminal ? Math.max(0, claimNow + durationMs - row.createdAt) : null,
     errorCode: report.outcome === 'written' ? report.errorCode : null,
   });
   return report;

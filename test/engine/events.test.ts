@@ -4,7 +4,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import type { SluiceEventMap } from '../../src/index.js';
+import { Ambiguous, Permanent, type SluiceEventMap } from '../../src/index.js';
 import { FakeClock, ProviderStub } from '../../src/testing/index.js';
 import { type Harness, harness } from '../helpers/engine.js';
 
@@ -52,10 +52,37 @@ describe('sluice.events', () => {
     const ends = seen
       .filter(([n]) => n === 'attempt-ended')
       .map(([, e]) => e as SluiceEventMap['attempt-ended'][0]);
-    expect(ends.map((e) => [e.attempt, e.outcome, e.errorCode, e.endToEndMs === null])).toEqual([
-      [1, 'retry', 'provider-unavailable', true],
-      [2, 'succeeded', null, false],
+    expect(ends.map((e) => [e.attempt, e.outcome, e.state, e.errorCode, e.endToEndMs === null])).toEqual([
+      [1, 'retry', null, 'provider-unavailable', true],
+      [2, 'succeeded', 'succeeded', null, false],
     ]);
     expect(ends[1]!.endToEndMs).toBeGreaterThanOrEqual(1500);
+  });
+
+  it('reports the state the store ended the operation in, not the one the attempt asked for', async () => {
+    h = await harness();
+    h.sluice.define('unsure', {
+      input: z.object({}),
+      run: async (_input, ctx) => {
+        // The request may have left: the journal keeps the effect pending.
+        await ctx
+          .effect('charge', {
+            call: async () => {
+              throw new Ambiguous('timed out after sending');
+            },
+          })
+          .catch(() => {});
+        throw new Permanent('gave up');
+      },
+    });
+    const ends: Array<SluiceEventMap['attempt-ended'][0]> = [];
+    h.sluice.events.on('attempt-ended', (e) => ends.push(e));
+    h.worker().start();
+    await h.sluice.submit({ tenant: 'North', id: 'u', kind: 'unsure', input: {} });
+    expect((await h.sluice.wait({ tenant: 'North', id: 'u' })).state).toBe('needs_reconciliation');
+    // A failure with an effect pending is parked, not failed: observers must see where it went.
+    expect(ends.map((e) => [e.outcome, e.state, e.endToEndMs === null])).toEqual([
+      ['failed', 'needs_reconciliation', false],
+    ]);
   });
 });
