@@ -13,7 +13,6 @@ import { chargesFor, type ProviderBudgets } from '../admission/budgets.js';
 import type { RetryBudgetConfig } from '../admission/retry-budget.js';
 import { endAtDeadline } from '../core/decisions.js';
 import { assertPlainJson } from '../core/digest.js';
-import { isTerminal, type OperationState } from '../core/states.js';
 import {
   AttemptEnded,
   AttemptTimeout,
@@ -27,6 +26,7 @@ import {
   Permanent,
   UnknownKind,
 } from '../core/errors/index.js';
+import { isTerminal, type OperationState } from '../core/states.js';
 import { AttemptMarks } from '../effects/attempt-marks.js';
 import type { EffectKeyFn } from '../effects/effect-key.js';
 import { InflightEffects } from '../effects/inflight.js';

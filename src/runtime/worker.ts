@@ -247,7 +247,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
           const rescued = await rescueAll(this.env.store, this.env.maxLeaseExpiries);
           for (const r of rescued) this.env.events.emit('rescued', r);
           if (rescued.length > 0) {
-            this.log.warn({ rescued: rescued.length }, 'expired leases rescued');
+            // Which operations, so a line can be followed to them (the first 20 of a large sweep).
+            const operations = rescued
+              .slice(0, 20)
+              .map((r) => ({ tenant: r.tenant, operation: r.id, to: r.to }));
+            this.log.warn({ rescued: rescued.length, operations }, 'expired leases rescued');
             for (const r of rescued) if (r.to === 'queued') this.env.wakeup.notifyAll();
           }
         },

@@ -20,6 +20,7 @@ import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
+  Ambiguous,
   deriveEffectKey,
   isAttemptTimeout,
   isCancelRequested,
@@ -55,9 +56,9 @@ function gone(pid: number): boolean {
 }
 
 /** A pino logger that keeps every line (debug and up), for checks on what is logged. */
-function captureLogs() {
+function captureLogs(level: 'debug' | 'info' = 'debug') {
   const raw: string[] = [];
-  const logger = pino({ level: 'debug' }, { write: (line: string) => void raw.push(line) });
+  const logger = pino({ level }, { write: (line: string) => void raw.push(line) });
   return { logger, raw, lines: () => raw.map((l) => JSON.parse(l) as Record<string, unknown>) };
 }
 
@@ -482,6 +483,36 @@ describe('ctx.effect logs', () => {
       });
     }
     expect(logs.raw.join('')).not.toContain(secret);
+  });
+
+  it('at info, name the effects that did not complete, with their key', async () => {
+    const logs = captureLogs('info');
+    h = await harness({ sluice: { logger: logs.logger } });
+    h.sluice.define('pay', {
+      input: z.object({}),
+      limits: { maxAttempts: 1 },
+      async run(_input, ctx) {
+        await ctx.effect('fine', { call: async () => 1 });
+        return ctx.effect('charge', {
+          call: async () => {
+            throw new Ambiguous('timed out after sending');
+          },
+        });
+      },
+    });
+    h.worker().start();
+    await h.sluice.submit({ tenant: 'North', id: 'P2', kind: 'pay', input: {} });
+    await h.sluice.wait({ tenant: 'North', id: 'P2' });
+    const effectLines = logs.lines().filter((l) => l.effect !== undefined);
+    expect(effectLines).toEqual([
+      expect.objectContaining({
+        msg: 'effect did not complete',
+        effect: 'charge',
+        effectKey: deriveEffectKey('North', 'P2', 'charge'),
+        code: 'ambiguous-outcome',
+        operation: 'P2',
+      }),
+    ]);
   });
 });
 

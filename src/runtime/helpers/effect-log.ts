@@ -3,7 +3,7 @@
  * The structured log lines of `ctx.effect`. The attempt's logger already carries tenant,
  * operation, attempt and kind; each effect adds its name and its effect key (the provider
  * idempotency key, the thread that ties a log line to the journal row and to the provider's own
- * records). Never the input, the call's arguments or its result: they may hold personal or
+ * records). At debug, every effect's start and end; at info, the effects that did not complete. Never the input, the call's arguments or its result: they may hold personal or
  * payment data. A failure is logged by its code only, for the same reason (a provider's error
  * message may echo the request).
  */
@@ -16,7 +16,15 @@ export async function loggedEffect<T>(
   effectKey: () => string,
   run: () => Promise<T>,
 ): Promise<T> {
-  if (!logs.isLevelEnabled('debug')) return run();
+  if (!logs.isLevelEnabled('debug')) {
+    if (!logs.isLevelEnabled('info')) return run();
+    // At info, only the effects that did not complete: the key is what a person reconciling one
+    // looks up at the provider.
+    return run().catch((error: unknown) => {
+      logs.log.info({ effect: name, effectKey: effectKey(), code: codeOf(error) }, 'effect did not complete');
+      throw error;
+    });
+  }
   const effectLog = logs.log.child({ effect: name, effectKey: effectKey() });
   effectLog.debug('effect started');
   try {
@@ -24,11 +32,12 @@ export async function loggedEffect<T>(
     effectLog.debug('effect completed');
     return result;
   } catch (error) {
-    const code = (error as { code?: unknown } | null)?.code;
-    effectLog.debug(
-      { code: typeof code === 'string' ? code : 'unclassified-error' },
-      'effect did not complete',
-    );
+    effectLog.debug({ code: codeOf(error) }, 'effect did not complete');
     throw error;
   }
+}
+
+function codeOf(error: unknown): string {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : 'unclassified-error';
 }
