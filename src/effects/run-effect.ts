@@ -206,6 +206,7 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
         assertLookupAnswer(name, found);
       } catch (error) {
         rt.checkAlive();
+        rt.onCall?.(name, options.provider ?? null, 'lookup-failed');
         // Past the window the lookup is the only safe way on. A lookup that failed for now is
         // asked again by the next attempt; on the last one (or refused for good) there is no
         // answer to be had, and the operation waits for a person, not in the dead letters,

@@ -349,14 +349,23 @@ describe('effects at the edges of a handler', () => {
         nth: 2,
         times: Number.POSITIVE_INFINITY,
       });
+      const outcomes: string[] = [];
+      h.sluice.events.on('effect', (e) => outcomes.push(e.outcome));
       h.worker().start();
       await h.sluice.submit({ ...ref('late'), kind: 'job', input: {} });
-      return { done: await h.sluice.wait(ref('late')), calls: () => calls, lookups: () => lookups };
+      return {
+        done: await h.sluice.wait(ref('late')),
+        calls: () => calls,
+        lookups: () => lookups,
+        outcomes,
+      };
     }
 
     it('is asked again while attempts remain', async () => {
-      const { done, calls, lookups } = await run(3, 1);
+      const { done, calls, lookups, outcomes } = await run(3, 1);
       expect([done.state, done.result, calls(), lookups()]).toEqual(['succeeded', { charge: 'ch_1' }, 1, 2]);
+      // Every request is counted, the lookup that failed too.
+      expect(outcomes).toEqual(['ambiguous', 'lookup-failed', 'lookup-committed']);
     });
 
     it('leaves the operation to a person on the last attempt, not in the dead letters', async () => {
