@@ -82,6 +82,14 @@ export function cancel(
         [op.seq, now],
       );
       await q('SELECT {s}.queue_leave($1, $2, 1, 0)', [op.class, op.tenant]);
+      // The tenant's ready time may have been this operation's: left early, claims would take the
+      // tenant for one with work, find none, and spend their rounds on it.
+      await q(
+        `UPDATE {s}.queues SET ready_at = (SELECT min(o.run_after) FROM {s}.operations o
+                 WHERE o.class = $1 AND o.tenant = $2 AND o.state = 'queued')
+          WHERE class = $1 AND tenant = $2`,
+        [op.class, op.tenant],
+      );
       await q('SELECT {s}.classes_move(ARRAY[$1::text], ARRAY[-1])', [op.class]);
       outcome = 'cancelled';
     } else if (op.state === 'running' && !noReturn) {

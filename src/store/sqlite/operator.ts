@@ -52,6 +52,15 @@ export function cancel(
         )
         .run(now, now, now, op.seq);
       queueLeave(ctx, op.class, op.tenant, 1, 0);
+      // The tenant's ready time may have been this operation's: left early, claims would take the
+      // tenant for one with work, find none, and spend their rounds on it.
+      ctx
+        .stmt(
+          `UPDATE queues SET ready_at = (SELECT min(run_after) FROM operations
+             WHERE class = @class AND tenant = @tenant AND state = 'queued')
+           WHERE class = @class AND tenant = @tenant`,
+        )
+        .run({ class: op.class, tenant: op.tenant });
       outcome = 'cancelled';
     } else if (op.state === 'running' && !noReturn) {
       ctx

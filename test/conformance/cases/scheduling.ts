@@ -122,6 +122,18 @@ export function schedulingCases(t: CaseRegistry): void {
       expect(await servedInTurn(store, 3)).toEqual(['Alpha', 'Alpha', 'Bravo']);
     });
 
+    g.test('a cancelled operation leaves no stale ready time to spend claims on', async ({ store }) => {
+      for (const tenant of ['Alpha', 'Bravo', 'Charlie', 'Delta', 'Echo']) {
+        await store.operationSubmitMany([submitParams({ tenant, id: `${tenant}-gone` })]);
+        expect(await store.operationCancel({ tenant, id: `${tenant}-gone` })).toMatchObject({
+          outcome: 'cancelled',
+        });
+      }
+      await store.operationSubmitMany([submitParams({ tenant: 'Zulu', id: 'Zulu-0' })]);
+      // One claim of one finds Zulu's, however many tenants had their only work cancelled.
+      expect((await claim(store, { limit: 1 })).map((r) => r.id)).toEqual(['Zulu-0']);
+    });
+
     g.test('a tenant whose work was delayed banks no credit, nor lends it to one arriving', async (fx) => {
       const { store, clock } = fx;
       // Alpha's only work is delayed an hour while Bravo is served on its own.
