@@ -360,22 +360,13 @@ describe('a malformed-input corpus over loopback: documented errors, store uncha
 
   it('headers over 16 KiB: 431 as a problem, from the HTTP parser, store unchanged', async () => {
     const before = await r.snapshot();
-    const { port } = new URL(base);
     // A raw socket: the server answers before reading the whole request and closes.
-    const answer = await new Promise<string>((resolve, reject) => {
-      const socket = connect(Number(port), '127.0.0.1');
-      let data = '';
-      socket.on('data', (chunk) => {
-        data += chunk;
-      });
-      socket.on('error', (error) => (data ? resolve(data) : reject(error)));
-      socket.on('close', () => resolve(data));
-      socket.write(
-        'POST /v1/operations HTTP/1.1\r\nHost: x\r\n' +
-          `Authorization: Bearer ${KEYS.north}\r\nIdempotency-Key: big\r\nX-Padding: ${'p'.repeat(20_000)}\r\n` +
-          'Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}',
-      );
-    });
+    const answer = await rawExchange(
+      base,
+      'POST /v1/operations HTTP/1.1\r\nHost: x\r\n' +
+        `Authorization: Bearer ${KEYS.north}\r\nIdempotency-Key: big\r\nX-Padding: ${'p'.repeat(20_000)}\r\n` +
+        'Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}',
+    );
     const [head, body] = answer.split('\r\n\r\n');
     expect(head).toMatch(/^HTTP\/1\.1 431 /);
     expect(head).toMatch(/content-type: application\/problem\+json/i);
