@@ -107,6 +107,7 @@ describe('migrations', () => {
         { version: 18, name: 'submit_batch_linear' },
         { version: 19, name: 'effects_by_seq' },
         { version: 20, name: 'effects_by_seq_pg' },
+        { version: 21, name: 'claim_virtual_clock' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
