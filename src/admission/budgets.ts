@@ -11,6 +11,7 @@
  *     perTenant: { limit: 1_000_000, windowMs: 3_600_000 }, // 1,000,000 cents per tenant per hour
  *     global: { limit: 20_000_000, windowMs: 3_600_000 },
  *     rate: { limit: 50, windowMs: 1000 },                  // 50 calls per second, all processes
+ *     ratePerTenant: { limit: 10, windowMs: 1000 },         // and 10 of them per tenant
  *     onExhausted: 'wait',
  *   },
  * } });
@@ -33,6 +34,11 @@ export interface ProviderBudget {
   global?: BudgetWindow;
   /** Requests per window across the whole service (every send counts as one). */
   rate?: BudgetWindow;
+  /**
+   * Requests per tenant per window (every send counts as one), so that one tenant cannot use the
+   * provider's whole `rate`; `tenants` overrides the limit for some.
+   */
+  ratePerTenant?: BudgetWindow & { tenants?: Record<string, number> };
   /** Over budget: `wait` for the window to reset (default; the deadline still applies) or `fail`. */
   onExhausted?: 'wait' | 'fail';
 }
@@ -63,6 +69,9 @@ export function validateBudgets(budgets: ProviderBudgets): void {
     checkWindow(`providers.${name}.perTenant`, b.perTenant);
     checkWindow(`providers.${name}.global`, b.global);
     checkWindow(`providers.${name}.rate`, b.rate);
+    checkWindow(`providers.${name}.ratePerTenant`, b.ratePerTenant);
+    for (const [tenant, limit] of Object.entries(b.ratePerTenant?.tenants ?? {}))
+      checkLimit(`providers.${name}.ratePerTenant.tenants.${tenant}`, limit);
     for (const [tenant, limit] of Object.entries(b.perTenant?.tenants ?? {}))
       checkLimit(`providers.${name}.perTenant.tenants.${tenant}`, limit);
   }
@@ -100,6 +109,14 @@ export function chargesFor(
   const rates: BudgetCharge[] = b.rate
     ? [{ key: `rate:${provider}`, limit: b.rate.limit, windowMs: b.rate.windowMs, cost: 1 }]
     : [];
+  if (b.ratePerTenant) {
+    rates.push({
+      key: `rate:${provider}:tenant:${tenant}`,
+      limit: b.ratePerTenant.tenants?.[tenant] ?? b.ratePerTenant.limit,
+      windowMs: b.ratePerTenant.windowMs,
+      cost: 1,
+    });
+  }
   // A charge over a budget's whole limit fits in no window: waiting for the next would wait for
   // ever (or until the deadline), holding a waiting place. It fails now, before anything is sent.
   for (const charge of [...spend, ...rates]) {

@@ -343,7 +343,10 @@ class PromMetrics implements Metrics {
       },
     );
     fromSnapshot('budget_calls', 'Provider requests in the current rate window.', ['provider'], (g, s) => {
-      for (const u of s.rates) g.inc({ provider: u.key.slice('rate:'.length) }, u.committed + u.reserved);
+      // The provider's own window; a tenant's share (`rate:<provider>:tenant:<t>`) is inside it.
+      for (const u of s.rates)
+        if (!u.key.includes(':tenant:'))
+          g.inc({ provider: u.key.slice('rate:'.length) }, u.committed + u.reserved);
     });
     fromSnapshot(
       'retry_budget_first_attempts',

@@ -139,6 +139,36 @@ describe('spend budgets', () => {
     expect(provider.calls).toBe(5);
   });
 
+  it("a tenant's call rate leaves the provider's rate to the others", async () => {
+    const clock = new FakeClock();
+    h = await harness({
+      clock,
+      sluice: {
+        providers: {
+          payments: { rate: { limit: 100, windowMs: 1000 }, ratePerTenant: { limit: 1, windowMs: 1000 } },
+        },
+      },
+    });
+    const provider = new ProviderStub({ clock });
+    defineCharge(h.sluice, provider);
+    h.worker().start();
+    for (const id of ['n1', 'n2', 'n3'])
+      await h.sluice.submit({ tenant: 'North', id, kind: 'charge', input: { amount_cents: 1 } });
+    await h.sluice.submit({ tenant: 'South', id: 's1', kind: 'charge', input: { amount_cents: 1 } });
+    await quiescent(h, clock, ['n1', 'n2', 'n3']);
+    await quiescent(h, clock, ['s1'], 'South');
+    // In this window North sent one request, and South's was not held up behind North's.
+    expect((await h.sluice.get({ tenant: 'South', id: 's1' }))?.state).toBe('succeeded');
+    expect(provider.calls).toBe(2);
+    for (let window = 0; window < 4; window++) {
+      clock.advance(1000);
+      await quiescent(h, clock, ['n1', 'n2', 'n3']);
+    }
+    for (const id of ['n1', 'n2', 'n3'])
+      expect((await h.sluice.wait({ tenant: 'North', id })).state).toBe('succeeded');
+    expect(provider.calls).toBe(4);
+  });
+
   it('an attempt the cap deferred is not a first attempt when it runs', async () => {
     const clock = new FakeClock();
     h = await harness({ clock, sluice: { providers: { payments: { rate: { limit: 1, windowMs: 1000 } } } } });

@@ -191,6 +191,8 @@ describe('options out of range', () => {
       { db, providers: { pay: { global: { limit: 2 ** 53, windowMs: 1000 } } } },
       { db, providers: { pay: { perTenant: { limit: 10, windowMs: 101 * 365 * 86_400_000 } } } },
       { db, providers: { pay: { perTenant: { windowMs: 1000 } as { limit: number; windowMs: number } } } },
+      { db, providers: { pay: { ratePerTenant: { limit: 1.5, windowMs: 1000 } } } },
+      { db, providers: { pay: { ratePerTenant: { limit: 5, windowMs: 1000, tenants: { North: -1 } } } } },
     ];
     for (const config of configs)
       await expect(startService(config)).rejects.toMatchObject({ code: 'invalid-argument' });
