@@ -1,7 +1,9 @@
 /**
  * @module cli/open-store
  * Turns a `--db` value into a store: a `postgres://` URL opens PostgreSQL, anything else is a
- * SQLite file path (its folder is created). Default: `SLUICE_DB`, else `./data/sluice.db`.
+ * SQLite file path (its folder is created, unless the command needs a store that exists).
+ * Default: `SLUICE_DB`, else a `--config` file's `db`, else `./data/sluice.db`; an empty value is
+ * refused.
  */
 import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
