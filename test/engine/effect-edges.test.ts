@@ -10,6 +10,7 @@ import {
   Ambiguous,
   isAttemptEnded,
   isLeaseLost,
+  type KindLimits,
   MAX_ERROR_DETAILS_BYTES,
   Permanent,
   Retryable,
@@ -19,6 +20,29 @@ import { type Harness, harness } from '../helpers/engine.js';
 import { Gate } from '../helpers/gate.js';
 
 const ref = (id: string) => ({ tenant: 'North', id });
+
+/** Defines kind `job`, one effect `charge` whose call is `call`; counts the calls made. */
+function chargeJob(
+  h: Harness,
+  call: () => Promise<unknown>,
+  extra: { lookup?: () => Promise<never>; limits?: KindLimits } = {},
+): { calls: number } {
+  const counted = { calls: 0 };
+  h.sluice.define('job', {
+    input: z.object({}),
+    ...(extra.limits ? { limits: extra.limits } : {}),
+    async run(_input, ctx) {
+      return ctx.effect('charge', {
+        call: async () => {
+          counted.calls++;
+          return call();
+        },
+        ...(extra.lookup ? { lookup: extra.lookup } : {}),
+      });
+    },
+  });
+  return counted;
+}
 
 /** Resolves after `n` turns of the event loop. */
 async function turns(n: number): Promise<void> {
@@ -243,44 +267,24 @@ describe('effects at the edges of a handler', () => {
 
   it('fails a provider refusal at once even when its details are not JSON', async () => {
     h = await harness();
-    let calls = 0;
-    h.sluice.define('job', {
-      input: z.object({}),
-      async run(_input, ctx) {
-        return ctx.effect('charge', {
-          call: async () => {
-            calls++;
-            throw new Permanent('declined', { details: { amount: 10n } });
-          },
-        });
-      },
+    const made = chargeJob(h, async () => {
+      throw new Permanent('declined', { details: { amount: 10n } });
     });
     h.worker().start();
     await h.sluice.submit({ ...ref('declined'), kind: 'job', input: {} });
     const done = await h.sluice.wait(ref('declined'));
-    expect([done.state, done.attempt, calls]).toEqual(['failed', 1, 1]);
+    expect([done.state, done.attempt, made.calls]).toEqual(['failed', 1, 1]);
     const [effect] = await h.store.effectList(ref('declined'));
     expect(effect?.state).toBe('failed');
   });
 
   it('asks a person, and calls no more, when an effect answers with something not JSON', async () => {
     h = await harness();
-    let calls = 0;
-    h.sluice.define('job', {
-      input: z.object({}),
-      async run(_input, ctx) {
-        return ctx.effect('charge', {
-          call: async () => {
-            calls++;
-            return { amount: 10n };
-          },
-        });
-      },
-    });
+    const made = chargeJob(h, async () => ({ amount: 10n }));
     h.worker().start();
     await h.sluice.submit({ ...ref('bigint'), kind: 'job', input: {} });
     const done = await h.sluice.wait(ref('bigint'));
-    expect([done.state, done.error?.code, calls]).toEqual([
+    expect([done.state, done.error?.code, made.calls]).toEqual([
       'needs_reconciliation',
       'effect-result-not-json',
       1,
@@ -291,25 +295,21 @@ describe('effects at the edges of a handler', () => {
 
   it('takes a lookup answer of the wrong shape for no answer, and asks a person', async () => {
     h = await harness();
-    let calls = 0;
-    h.sluice.define('job', {
-      input: z.object({}),
-      limits: { backoff: { baseMs: 1, capMs: 1 } },
-      async run(_input, ctx) {
-        return ctx.effect('charge', {
-          call: async () => {
-            calls++;
-            throw new Ambiguous('timed out after sending');
-          },
-          // `committed` without its result: read as one, the operation would succeed on null.
-          lookup: async () => ({ status: 'committed' }) as never,
-        });
+    const made = chargeJob(
+      h,
+      async () => {
+        throw new Ambiguous('timed out after sending');
       },
-    });
+      {
+        limits: { backoff: { baseMs: 1, capMs: 1 } },
+        // `committed` without its result: read as one, the operation would succeed on null.
+        lookup: async () => ({ status: 'committed' }) as never,
+      },
+    );
     h.worker().start();
     await h.sluice.submit({ ...ref('shape'), kind: 'job', input: {} });
     const done = await h.sluice.wait(ref('shape'));
-    expect([done.state, done.error?.code, calls]).toEqual([
+    expect([done.state, done.error?.code, made.calls]).toEqual([
       'needs_reconciliation',
       'lookup-answer-invalid',
       1,
