@@ -141,8 +141,14 @@ export function rescue(ctx: PgContext, p: RescueParams): Promise<RescuedOperatio
 /** How long budget windows and retry-budget buckets are kept after they ended. */
 const DAY_MS = 86_400_000;
 
-/** Terminal states the purge removes. `needs_reconciliation` is never purged: a person owes it an answer. */
+/**
+ * Terminal states the purge removes. `needs_reconciliation` is never purged: a person owes it an
+ * answer. Nor is an operation whose journal still holds an effect of unknown outcome (a `dead` one
+ * out of attempts mid-call): its row is the only record of a charge that may exist, and a redrive
+ * can still settle it under the same key.
+ */
 const PURGEABLE = `('succeeded', 'failed', 'cancelled', 'dead')`;
+const NO_PENDING_EFFECT = `NOT EXISTS (SELECT 1 FROM {s}.effects e WHERE e.op_seq = o.seq AND e.state = 'pending')`;
 
 /** Purges old terminal operations to tombstones and deletes old tombstones. */
 export function purge(
@@ -161,8 +167,8 @@ export function purge(
       state: string;
       finished_at: string;
     }>(
-      `SELECT seq, tenant, id, kind, digest, state, finished_at FROM {s}.operations
-        WHERE finished_at IS NOT NULL AND finished_at < $1 AND state IN ${PURGEABLE}
+      `SELECT seq, tenant, id, kind, digest, state, finished_at FROM {s}.operations o
+        WHERE finished_at IS NOT NULL AND finished_at < $1 AND state IN ${PURGEABLE} AND ${NO_PENDING_EFFECT}
         ORDER BY finished_at LIMIT $2
           FOR UPDATE SKIP LOCKED`,
       [ms(now - p.retentionMs), p.limit],

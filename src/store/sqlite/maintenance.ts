@@ -75,15 +75,21 @@ export function rescue(ctx: SqliteContext, p: RescueParams): RescuedOperation[] 
 /** How long budget windows and retry-budget buckets are kept after they ended. */
 const DAY_MS = 86_400_000;
 
-/** Terminal states the purge removes. `needs_reconciliation` is never purged: a person owes it an answer. */
+/**
+ * Terminal states the purge removes. `needs_reconciliation` is never purged: a person owes it an
+ * answer. Nor is an operation whose journal still holds an effect of unknown outcome (a `dead` one
+ * out of attempts mid-call): its row is the only record of a charge that may exist, and a redrive
+ * can still settle it under the same key.
+ */
 const PURGEABLE = `('succeeded', 'failed', 'cancelled', 'dead')`;
+const NO_PENDING_EFFECT = `NOT EXISTS (SELECT 1 FROM effects e WHERE e.op_seq = operations.seq AND e.state = 'pending')`;
 
 export function purge(ctx: SqliteContext, p: PurgeParams): { purged: number; tombstonesDeleted: number } {
   return ctx.write((now) => {
     const old = ctx
       .stmt(
         `SELECT seq, tenant, id, kind, digest, state, finished_at FROM operations
-         WHERE finished_at IS NOT NULL AND finished_at < ? AND state IN ${PURGEABLE}
+         WHERE finished_at IS NOT NULL AND finished_at < ? AND state IN ${PURGEABLE} AND ${NO_PENDING_EFFECT}
          ORDER BY finished_at LIMIT ?`,
       )
       .all(now - p.retentionMs, p.limit) as Array<

@@ -344,6 +344,47 @@ export function operatorCases(t: CaseRegistry): void {
       expect((await store.operationSubmitMany([submitParams()]))[0]?.status).toBe('created');
     });
 
+    g.test('a dead operation with an effect still pending is kept until a redrive settles it', async (fx) => {
+      const { store, clock } = fx;
+      // Out of attempts mid-call: the charge may exist, and this row is its only record.
+      await submitCreated(store, { maxAttempts: 1 });
+      const row = await claimOne(store);
+      await store.effectBegin({ lease: leaseOf(row), name: 'charge', key: 'sk_1' });
+      await store.attemptFinishMany([{ lease: leaseOf(row), outcome: 'dead', error: BOOM }]);
+      // A dead one whose effect certainly did not happen is purged beside it.
+      await submitCreated(store, { id: 'op-2', maxAttempts: 1 });
+      const other = await claimOne(store);
+      await store.effectBegin({ lease: leaseOf(other), name: 'charge', key: 'sk_2' });
+      expect(await store.effectMarkAbsent({ lease: leaseOf(other), name: 'charge' })).toBe(true);
+      await store.attemptFinishMany([{ lease: leaseOf(other), outcome: 'dead', error: BOOM }]);
+      expect((await getRow(store, ref)).state).toBe('dead');
+
+      clock.advance(RETENTION.retentionMs + 1);
+      expect(await store.retentionPurge(RETENTION)).toEqual({ purged: 1, tombstonesDeleted: 0 });
+      clock.advance(10 * 365 * 86_400_000);
+      expect((await store.retentionPurge(RETENTION)).purged).toBe(0);
+      expect((await allOperations(store)).map((r) => r.id)).toEqual(['op-1']);
+      expect((await store.effectList(ref)).map((e) => [e.name, e.key, e.state])).toEqual([
+        ['charge', 'sk_1', 'pending'],
+      ]);
+
+      // Redriven, the attempt finds the charge and commits it; then the operation ages out as any.
+      await store.operationRedrive({ ...ref, by: 'ops', reason: 'settle the charge' });
+      const again = await claimOne(store);
+      expect(
+        await store.effectMarkCommitted({
+          lease: leaseOf(again),
+          name: 'charge',
+          result: { id: 'ch_1' },
+          reference: 'ch_1',
+        }),
+      ).toBe(true);
+      await store.attemptFinishMany([{ lease: leaseOf(again), outcome: 'succeeded', result: 1 }]);
+      clock.advance(RETENTION.retentionMs + 1);
+      expect((await store.retentionPurge(RETENTION)).purged).toBe(1);
+      expect(await allOperations(store)).toEqual([]);
+    });
+
     g.test('the purge works in bounded batches', async (fx) => {
       const { store, clock } = fx;
       await store.operationSubmitMany(['a', 'b', 'c'].map((id) => submitParams({ id })));
