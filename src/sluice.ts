@@ -443,6 +443,16 @@ export class Sluice {
       for (const w of this.workers)
         w.stops.get(operationKey(ref.tenant, ref.id))?.abort(new CancelRequested(ref.id));
     }
+    if (out.ended) {
+      const { row } = out;
+      this.events.emit('cancelled', {
+        tenant: row.tenant,
+        id: row.id,
+        kind: row.kind,
+        class: row.class,
+        endToEndMs: (row.finishedAt ?? row.updatedAt) - row.createdAt,
+      });
+    }
     this.changed(ref.tenant, ref.id);
     return { operation: toOperation(out.row), cancel: out.outcome };
   }

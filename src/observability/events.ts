@@ -51,8 +51,13 @@ export interface SluiceEventMap {
   ];
   /** A request to a provider (or a lookup) and how it went. */
   effect: [OperationRef & { effect: string; provider: string | null; outcome: string }];
-  /** An expired lease was rescued: redelivered (`queued`) or parked. */
-  rescued: [{ tenant: string; id: string; to: OperationState }];
+  /**
+   * An expired lease was rescued: redelivered (`queued`) or ended. `endToEndMs`: acceptance to that
+   * end when `to` is terminal, else null.
+   */
+  rescued: [OperationRef & { to: OperationState; endToEndMs: number | null }];
+  /** A queued operation was cancelled: it ended without another attempt. `endToEndMs`: acceptance to now. */
+  cancelled: [OperationRef & { endToEndMs: number }];
   /** The service-wide retry budget denied a retry. */
   'retry-denied': [OperationRef];
 }

@@ -20,6 +20,7 @@
  * name that is not defined (a client's typo) is reported as `unknown`.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, type LabelValues, Registry } from 'prom-client';
+import type { OperationState } from '../core/states.js';
 import type { Worker } from '../runtime/worker.js';
 import type { Sluice } from '../sluice.js';
 import type { PostgresStore } from '../store/postgres/index.js';
@@ -157,7 +158,7 @@ class PromMetrics implements Metrics {
     );
     this.finished = counter(
       'operations_finished_total',
-      'Operations that reached a terminal state through an attempt, by kind and state.',
+      'Operations that reached a terminal state (through an attempt, a rescue of its expired lease or a cancel while queued), by kind and state.',
       ['kind', 'state'],
     );
     this.attemptSeconds = histogram(
@@ -199,6 +200,12 @@ class PromMetrics implements Metrics {
     return this.registry.contentType;
   }
 
+  /** An operation reached a terminal state: counted once, however it got there. */
+  private ended(kind: string, state: OperationState, endToEndMs: number): void {
+    this.endToEndSeconds.observe({ kind, state }, endToEndMs / 1000);
+    this.finished.inc({ kind, state });
+  }
+
   bind(source: MetricsSource): () => void {
     if (this.source) {
       if (this.source.sluice === source.sluice) return () => {};
@@ -222,13 +229,14 @@ class PromMetrics implements Metrics {
         this.attempts.inc({ kind: e.kind, outcome: e.outcome });
         this.attemptSeconds.observe({ kind: e.kind }, e.durationMs / 1000);
         if (e.outcome === 'retry') this.retries.inc({ kind: e.kind });
-        if (e.state !== null && e.endToEndMs !== null) {
-          this.endToEndSeconds.observe({ kind: e.kind, state: e.state }, e.endToEndMs / 1000);
-          this.finished.inc({ kind: e.kind, state: e.state });
-        }
+        if (e.state !== null && e.endToEndMs !== null) this.ended(e.kind, e.state, e.endToEndMs);
       },
       effect: (e) => this.effects.inc({ provider: e.provider ?? 'none', outcome: e.outcome }),
-      rescued: (e) => this.rescues.inc({ to: e.to }),
+      rescued: (e) => {
+        this.rescues.inc({ to: e.to });
+        if (e.endToEndMs !== null) this.ended(kindLabel(e.kind), e.to, e.endToEndMs);
+      },
+      cancelled: (e) => this.ended(kindLabel(e.kind), 'cancelled', e.endToEndMs),
       'retry-denied': (e) => this.retryDenials.inc({ kind: e.kind }),
     };
     const entries = Object.entries(on) as Array<[keyof SluiceEventMap, (...args: unknown[]) => void]>;

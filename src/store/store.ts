@@ -20,7 +20,7 @@ import type {
   AttemptRow,
   BudgetCharge,
   BudgetUsage,
-  CancelOutcome,
+  CancelAnswer,
   ClaimParams,
   ClaimResult,
   EffectBeginParams,
@@ -142,11 +142,7 @@ export interface Store {
   /** The marks (absent, committed, failed) for several attempts in one transaction. */
   effectMarkMany(items: EffectMarkParams[]): Promise<boolean[]>;
 
-  operationCancel(params: {
-    tenant: string;
-    id: string;
-    by?: string;
-  }): Promise<{ row: OperationRow; outcome: CancelOutcome } | undefined>;
+  operationCancel(params: { tenant: string; id: string; by?: string }): Promise<CancelAnswer | undefined>;
   operationRedrive(params: { tenant: string; id: string; by: string; reason: string }): Promise<OperationRow>;
   operationReconcile(params: ReconcileParams): Promise<OperationRow>;
 

@@ -276,6 +276,13 @@ export interface EffectBeginResult {
 
 export type CancelOutcome = 'cancelled' | 'requested' | 'too_late';
 
+export interface CancelAnswer {
+  row: OperationRow;
+  outcome: CancelOutcome;
+  /** This call ended the operation (queued → cancelled); false when it was cancelled already. */
+  ended: boolean;
+}
+
 export type ReconcileEffect =
   | { name: string; outcome: 'committed'; result?: unknown; reference?: string | null }
   | { name: string; outcome: 'absent' };
@@ -301,7 +308,11 @@ export interface RescueParams {
 export interface RescuedOperation {
   tenant: string;
   id: string;
+  kind: string;
+  class: string;
   to: OperationState;
+  /** Acceptance to this end when `to` is terminal, else null. */
+  endToEndMs: number | null;
 }
 
 export interface PurgeParams {

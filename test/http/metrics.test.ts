@@ -9,7 +9,9 @@ import { z } from 'zod';
 import type { Sluice, Store, Worker } from '../../src/index.js';
 import { createEvents } from '../../src/observability/events.js';
 import { createMetrics } from '../../src/observability/metrics.js';
+import { FakeClock } from '../../src/testing/fake-clock.js';
 import { O7 } from '../helpers/charge-kind.js';
+import { harness } from '../helpers/engine.js';
 import { Gate } from '../helpers/gate.js';
 import { KEYS, type Rig, rig } from './rig.js';
 
@@ -163,6 +165,43 @@ describe('GET /metrics', () => {
     expect(await metrics.scrape()).toContain('sluice_store_up 1');
     gate.open();
     await r.h.sluice.wait({ tenant: 'north', id: 'paid' });
+  });
+
+  it('counts every end: a cancel while queued (once), a rescue that dead-letters', async () => {
+    const clock = new FakeClock();
+    const h = await harness({ clock });
+    try {
+      h.sluice.define('note', { input: z.object({}), limits: { maxAttempts: 1 }, run: async () => 'ok' });
+      const metrics = createMetrics();
+      const unbind = metrics.bind({ sluice: h.sluice });
+      await h.sluice.submit({ tenant: 'North', id: 'gone', kind: 'note', input: {} });
+      clock.advance(1_500);
+      expect((await h.sluice.cancel({ tenant: 'North', id: 'gone' })).cancel).toBe('cancelled');
+      expect((await h.sluice.cancel({ tenant: 'North', id: 'gone' })).cancel).toBe('cancelled');
+      // A worker took this one and vanished: its lease expires on its only attempt.
+      await h.sluice.submit({ tenant: 'North', id: 'lost', kind: 'note', input: {} });
+      const claimed = await h.store.operationClaimMany({
+        class: 'default',
+        owner: 'vanished',
+        limit: 1,
+        leaseMs: 1_000,
+      });
+      expect(claimed.rows.map((row) => row.id)).toEqual(['lost']);
+      clock.advance(2_000);
+      expect(await h.sluice.rescueExpiredLeases()).toBe(1);
+
+      const s = samples(await metrics.scrape());
+      expect({
+        cancelled: s.get('sluice_operations_finished_total{kind="note",state="cancelled"}'),
+        dead: s.get('sluice_operations_finished_total{kind="note",state="dead"}'),
+        rescues: s.get('sluice_lease_rescues_total{to="dead"}'),
+        cancelledSeconds: s.get('sluice_operation_end_to_end_seconds_sum{kind="note",state="cancelled"}'),
+        deadSeconds: s.get('sluice_operation_end_to_end_seconds_sum{kind="note",state="dead"}'),
+      }).toEqual({ cancelled: 1, dead: 1, rescues: 1, cancelledSeconds: 1.5, deadSeconds: 2 });
+      unbind();
+    } finally {
+      await h.close();
+    }
   });
 
   it('reports the store down rather than failing the scrape; unsubscribes on close', async () => {

@@ -26,6 +26,7 @@ interface Expired extends PgRow {
   seq: string;
   tenant: string;
   id: string;
+  kind: string;
   class: string;
   attempt: number;
   max_attempts: number;
@@ -37,6 +38,7 @@ interface Expired extends PgRow {
   cancel: string | null;
   lease_owner: string | null;
   started_at: string | null;
+  created_at: string;
   tx_now: string;
 }
 
@@ -124,7 +126,14 @@ export function rescue(ctx: PgContext, p: RescueParams): Promise<RescuedOperatio
       } else {
         await q('SELECT {s}.queue_leave($1, $2, 0, 1)', [op.class, op.tenant]);
       }
-      rescued.set(op.seq, { tenant: op.tenant, id: op.id, to: decision.to });
+      rescued.set(op.seq, {
+        tenant: op.tenant,
+        id: op.id,
+        kind: op.kind,
+        class: op.class,
+        to: decision.to,
+        endToEndMs: requeue ? null : now - num(op.created_at)!,
+      });
     }
     if (requeued.size > 0) {
       await q('SELECT {s}.classes_move($1::text[], $2::integer[])', [
@@ -143,12 +152,13 @@ const DAY_MS = 86_400_000;
 
 /**
  * Terminal states the purge removes. `needs_reconciliation` is never purged: a person owes it an
- * answer. Nor is an operation whose journal still holds an effect of unknown outcome (a `dead` one
- * out of attempts mid-call): its row is the only record of a charge that may exist, and a redrive
- * can still settle it under the same key.
+ * answer. Nor is a `dead` one whose journal still holds an effect of unknown outcome (out of
+ * attempts mid-call): its row is the only record of a charge that may exist, and a redrive settles
+ * it under the same key. (A handler that caught an ambiguous error and succeeded anyway chose to
+ * leave its effect unknown; nothing would ever settle it, so it goes as any other.)
  */
 const PURGEABLE = `('succeeded', 'failed', 'cancelled', 'dead')`;
-const NO_PENDING_EFFECT = `NOT EXISTS (SELECT 1 FROM {s}.effects e WHERE e.op_seq = o.seq AND e.state = 'pending')`;
+const NOT_DEAD_WITH_PENDING_EFFECT = `NOT (state = 'dead' AND EXISTS (SELECT 1 FROM {s}.effects e WHERE e.op_seq = o.seq AND e.state = 'pending'))`;
 
 /** Purges old terminal operations to tombstones and deletes old tombstones. */
 export function purge(
@@ -168,7 +178,7 @@ export function purge(
       finished_at: string;
     }>(
       `SELECT seq, tenant, id, kind, digest, state, finished_at FROM {s}.operations o
-        WHERE finished_at IS NOT NULL AND finished_at < $1 AND state IN ${PURGEABLE} AND ${NO_PENDING_EFFECT}
+        WHERE finished_at IS NOT NULL AND finished_at < $1 AND state IN ${PURGEABLE} AND ${NOT_DEAD_WITH_PENDING_EFFECT}
         ORDER BY finished_at LIMIT $2
           FOR UPDATE SKIP LOCKED`,
       [ms(now - p.retentionMs), p.limit],

@@ -11,7 +11,7 @@
  * effects' reservations are settled on, then the queue row, then the class row last.
  */
 import { InvalidStateTransition, OperationNotFound } from '../../core/errors/index.js';
-import type { CancelOutcome, OperationRow, ReconcileParams } from '../types.js';
+import type { CancelAnswer, CancelOutcome, OperationRow, ReconcileParams } from '../types.js';
 import type { PgContext, Query } from './connection.js';
 import { jsonText, num, type PgRow, toOperationRow } from './rows.js';
 
@@ -67,7 +67,7 @@ export function cancel(
   tenant: string,
   id: string,
   by: string | undefined,
-): Promise<{ row: OperationRow; outcome: CancelOutcome } | undefined> {
+): Promise<CancelAnswer | undefined> {
   return ctx.tx(async (q) => {
     const locked = await lock(ctx, q, tenant, id);
     if (!locked) return undefined;
@@ -75,6 +75,7 @@ export function cancel(
     const live = op.state === 'queued' || op.state === 'running';
     const noReturn = live && (await pastNoReturn(q, op.tenant, op.id));
     let outcome: CancelOutcome;
+    let ended = false;
     if (op.state === 'queued' && !noReturn) {
       await q(
         `UPDATE {s}.operations SET state = 'cancelled', finished_at = $2, updated_at = $2, cancel_requested_at = $2
@@ -92,6 +93,7 @@ export function cancel(
       );
       await q('SELECT {s}.classes_move(ARRAY[$1::text], ARRAY[-1])', [op.class]);
       outcome = 'cancelled';
+      ended = true;
     } else if (op.state === 'running' && !noReturn) {
       await q(
         `UPDATE {s}.operations SET cancel = 'requested', cancel_requested_at = coalesce(cancel_requested_at, $2),
@@ -114,7 +116,7 @@ export function cancel(
       outcome = 'too_late';
     }
     if (by) await record(q, op, now, 'cancel', by, 'cancel requested', { outcome });
-    return { row: await reload(q, op), outcome };
+    return { row: await reload(q, op), outcome, ended };
   });
 }
 

@@ -67,7 +67,14 @@ export function rescue(ctx: SqliteContext, p: RescueParams): RescuedOperation[] 
         );
       if (requeue) queueEnter(ctx, op.class, op.tenant, 1, now, 1);
       else queueLeave(ctx, op.class, op.tenant, 0, 1);
-      return { tenant: op.tenant, id: op.id, to: decision.to };
+      return {
+        tenant: op.tenant,
+        id: op.id,
+        kind: op.kind,
+        class: op.class,
+        to: decision.to,
+        endToEndMs: requeue ? null : now - op.created_at,
+      };
     });
   });
 }
@@ -77,19 +84,20 @@ const DAY_MS = 86_400_000;
 
 /**
  * Terminal states the purge removes. `needs_reconciliation` is never purged: a person owes it an
- * answer. Nor is an operation whose journal still holds an effect of unknown outcome (a `dead` one
- * out of attempts mid-call): its row is the only record of a charge that may exist, and a redrive
- * can still settle it under the same key.
+ * answer. Nor is a `dead` one whose journal still holds an effect of unknown outcome (out of
+ * attempts mid-call): its row is the only record of a charge that may exist, and a redrive settles
+ * it under the same key. (A handler that caught an ambiguous error and succeeded anyway chose to
+ * leave its effect unknown; nothing would ever settle it, so it goes as any other.)
  */
 const PURGEABLE = `('succeeded', 'failed', 'cancelled', 'dead')`;
-const NO_PENDING_EFFECT = `NOT EXISTS (SELECT 1 FROM effects e WHERE e.op_seq = operations.seq AND e.state = 'pending')`;
+const NOT_DEAD_WITH_PENDING_EFFECT = `NOT (state = 'dead' AND EXISTS (SELECT 1 FROM effects e WHERE e.op_seq = operations.seq AND e.state = 'pending'))`;
 
 export function purge(ctx: SqliteContext, p: PurgeParams): { purged: number; tombstonesDeleted: number } {
   return ctx.write((now) => {
     const old = ctx
       .stmt(
         `SELECT seq, tenant, id, kind, digest, state, finished_at FROM operations
-         WHERE finished_at IS NOT NULL AND finished_at < ? AND state IN ${PURGEABLE} AND ${NO_PENDING_EFFECT}
+         WHERE finished_at IS NOT NULL AND finished_at < ? AND state IN ${PURGEABLE} AND ${NOT_DEAD_WITH_PENDING_EFFECT}
          ORDER BY finished_at LIMIT ?`,
       )
       .all(now - p.retentionMs, p.limit) as Array<

@@ -6,7 +6,7 @@
  * `events` with who and why.
  */
 import { InvalidStateTransition, OperationNotFound } from '../../core/errors/index.js';
-import type { CancelOutcome, OperationRow, ReconcileParams } from '../types.js';
+import type { CancelAnswer, CancelOutcome, OperationRow, ReconcileParams } from '../types.js';
 import { settleReservations } from './budgets.js';
 import type { SqliteContext } from './connection.js';
 import { pastNoReturn } from './finish.js';
@@ -38,11 +38,12 @@ export function cancel(
   tenant: string,
   id: string,
   by: string | undefined,
-): { row: OperationRow; outcome: CancelOutcome } | undefined {
+): CancelAnswer | undefined {
   return ctx.write((now) => {
     const op = load(ctx, tenant, id);
     if (!op) return undefined;
     let outcome: CancelOutcome;
+    let ended = false;
     const noReturn = (op.state === 'queued' || op.state === 'running') && pastNoReturn(ctx, op.seq);
     if (op.state === 'queued' && !noReturn) {
       ctx
@@ -62,6 +63,7 @@ export function cancel(
         )
         .run({ class: op.class, tenant: op.tenant });
       outcome = 'cancelled';
+      ended = true;
     } else if (op.state === 'running' && !noReturn) {
       ctx
         .stmt(
@@ -84,7 +86,7 @@ export function cancel(
       outcome = 'too_late';
     }
     if (by) record(ctx, op, now, 'cancel', by, 'cancel requested', { outcome });
-    return { row: toOperationRow(load(ctx, tenant, id)!), outcome };
+    return { row: toOperationRow(load(ctx, tenant, id)!), outcome, ended };
   });
 }
 

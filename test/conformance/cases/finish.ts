@@ -378,6 +378,7 @@ export function finishCases(t: CaseRegistry): void {
       clock.advance(10);
       const out = await store.operationCancel(ref);
       expect(out?.outcome).toBe('cancelled');
+      expect(out?.ended).toBe(true);
       expect(out?.row).toMatchObject({
         state: 'cancelled',
         finishedAt: clock.now(),
@@ -385,6 +386,9 @@ export function finishCases(t: CaseRegistry): void {
       });
       expect(await getRow(store, ref)).toEqual(out?.row);
       expect(await claim(store, { limit: 10 })).toEqual([]);
+      // Asked again: the same answer, but this call ended nothing.
+      clock.advance(10);
+      expect(await store.operationCancel(ref)).toEqual({ row: out?.row, outcome: 'cancelled', ended: false });
     });
 
     g.test('running without an effect → requested; the heartbeat reports it', async (fx) => {
@@ -482,7 +486,9 @@ export function finishCases(t: CaseRegistry): void {
           { lease: lease('cancelled'), outcome: 'cancelled' },
         ]),
       ).toEqual([true, true, true]);
-      expect(await expireAndRescue(fx)).toEqual([{ tenant: 'North', id: 'lease-expiry', to: 'cancelled' }]);
+      expect(await expireAndRescue(fx)).toMatchObject([
+        { tenant: 'North', id: 'lease-expiry', to: 'cancelled' },
+      ]);
       for (const id of ends) {
         const row = await getRow(store, { tenant: 'North', id });
         expect([id, row.state, row.cancel]).toEqual([id, 'cancelled', 'requested']);

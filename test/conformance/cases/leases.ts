@@ -30,7 +30,7 @@ const ref = { tenant: 'North', id: 'op-1' };
 async function staleAndCurrent(fx: StoreFixture): Promise<{ stale: LeaseRef; current: LeaseRef }> {
   await submitCreated(fx.store);
   const first = await claimOne(fx.store, { owner: 'paused' });
-  expect(await expireAndRescue(fx)).toEqual([{ ...ref, to: 'queued' }]);
+  expect(await expireAndRescue(fx)).toMatchObject([{ ...ref, to: 'queued' }]);
   const second = await claimOne(fx.store, { owner: 'w2' });
   expectNextEpoch(second.epoch, first.epoch);
   return { stale: leaseOf(first), current: leaseOf(second) };
@@ -203,7 +203,7 @@ export function leaseCases(t: CaseRegistry): void {
         await submitCreated(store);
         const startedAt = clock.now();
         const { epoch } = await claimOne(store, { owner: 'crashed' });
-        expect(await expireAndRescue(fx)).toEqual([{ ...ref, to: 'queued' }]);
+        expect(await expireAndRescue(fx)).toMatchObject([{ ...ref, to: 'queued' }]);
         const now = clock.now();
         expect(await getRow(store, ref)).toMatchObject({
           state: 'queued',
@@ -239,7 +239,7 @@ export function leaseCases(t: CaseRegistry): void {
       const epochs: number[] = [];
       for (const expected of ['queued', 'queued', 'dead']) {
         epochs.push((await claimOne(store)).epoch);
-        expect(await expireAndRescue(fx, { maxLeaseExpiries: 3 })).toEqual([{ ...ref, to: expected }]);
+        expect(await expireAndRescue(fx, { maxLeaseExpiries: 3 })).toMatchObject([{ ...ref, to: expected }]);
       }
       const row = await getRow(store, ref);
       expect(row).toMatchObject({
@@ -261,16 +261,16 @@ export function leaseCases(t: CaseRegistry): void {
     g.test('a lease expiry on the last attempt dead-letters: attempts exhausted', async (fx) => {
       await submitCreated(fx.store, { maxAttempts: 2 });
       await claimOne(fx.store);
-      expect(await expireAndRescue(fx, { maxLeaseExpiries: 10 })).toEqual([{ ...ref, to: 'queued' }]);
+      expect(await expireAndRescue(fx, { maxLeaseExpiries: 10 })).toMatchObject([{ ...ref, to: 'queued' }]);
       await claimOne(fx.store);
-      expect(await expireAndRescue(fx, { maxLeaseExpiries: 10 })).toEqual([{ ...ref, to: 'dead' }]);
+      expect(await expireAndRescue(fx, { maxLeaseExpiries: 10 })).toMatchObject([{ ...ref, to: 'dead' }]);
       expect((await getRow(fx.store, ref)).error?.code).toBe('attempts-exhausted');
     });
 
     g.test('a lease expiry past the deadline fails the operation', async (fx) => {
       await submitCreated(fx.store, { deadlineMs: 10_000 });
       await claimOne(fx.store);
-      expect(await expireAndRescue(fx)).toEqual([{ ...ref, to: 'failed' }]);
+      expect(await expireAndRescue(fx)).toMatchObject([{ ...ref, to: 'failed' }]);
       const row = await getRow(fx.store, ref);
       expect(row).toMatchObject({ state: 'failed', finishedAt: fx.clock.now() });
       expect(row.error?.code).toBe('deadline-exceeded');
@@ -280,7 +280,7 @@ export function leaseCases(t: CaseRegistry): void {
       await submitCreated(fx.store, { deadlineMs: 10_000 });
       const row = await claimOne(fx.store);
       await fx.store.effectBegin({ lease: leaseOf(row), name: 'charge', key: 'k' });
-      expect(await expireAndRescue(fx)).toEqual([{ ...ref, to: 'needs_reconciliation' }]);
+      expect(await expireAndRescue(fx)).toMatchObject([{ ...ref, to: 'needs_reconciliation' }]);
       expect((await getRow(fx.store, ref)).error?.code).toBe('deadline-exceeded');
       expect((await fx.store.effectList(ref)).map((e) => e.state)).toEqual(['pending']);
     });
@@ -289,8 +289,24 @@ export function leaseCases(t: CaseRegistry): void {
       await submitCreated(fx.store);
       await claimOne(fx.store);
       expect((await fx.store.operationCancel(ref))?.outcome).toBe('requested');
-      expect(await expireAndRescue(fx)).toEqual([{ ...ref, to: 'cancelled' }]);
+      expect(await expireAndRescue(fx)).toMatchObject([{ ...ref, to: 'cancelled' }]);
       expect(await getRow(fx.store, ref)).toMatchObject({ state: 'cancelled', finishedAt: fx.clock.now() });
+    });
+
+    g.test('a rescue reports kind, class and, for an end, the time from acceptance', async (fx) => {
+      const { store, clock } = fx;
+      const accepted = clock.now();
+      await submitCreated(store, { maxAttempts: 2, kind: 'export', class: 'bulk' });
+      await claimOne(store, { class: 'bulk' });
+      clock.advance(LEASE_MS + 1);
+      expect(await store.leaseRescue(RESCUE)).toEqual([
+        { ...ref, kind: 'export', class: 'bulk', to: 'queued', endToEndMs: null },
+      ]);
+      await claimOne(store, { class: 'bulk' });
+      clock.advance(LEASE_MS + 1);
+      expect(await store.leaseRescue(RESCUE)).toEqual([
+        { ...ref, kind: 'export', class: 'bulk', to: 'dead', endToEndMs: clock.now() - accepted },
+      ]);
     });
 
     g.test('the rescuer works in bounded batches', async (fx) => {
