@@ -313,20 +313,23 @@ class PromMetrics implements Metrics {
     gauge('store_up', '1 when the store answered the last scrape.', [], async (g) => {
       g.set(this.source ? ((await this.snapshot()) ? 1 : 0) : 0);
     });
+    // A (class, tenant) pair has series only while it holds work: the store keeps a counter row
+    // for every pair it ever saw, and tenants that come and go must not grow the series forever.
+    const holdingWork = (s: Snapshot) => s.queues.filter((q) => q.waiting > 0 || q.running > 0);
     fromSnapshot(
       'queue_waiting',
-      'Operations waiting, per class and tenant (all processes).',
+      'Operations waiting, per class and tenant holding work (all processes).',
       ['class', 'tenant'],
       (g, s) => {
-        for (const q of s.queues) g.set({ class: q.class, tenant: q.tenant }, q.waiting);
+        for (const q of holdingWork(s)) g.set({ class: q.class, tenant: q.tenant }, q.waiting);
       },
     );
     fromSnapshot(
       'queue_running',
-      'Operations running, per class and tenant (all processes).',
+      'Operations running, per class and tenant holding work (all processes).',
       ['class', 'tenant'],
       (g, s) => {
-        for (const q of s.queues) g.set({ class: q.class, tenant: q.tenant }, q.running);
+        for (const q of holdingWork(s)) g.set({ class: q.class, tenant: q.tenant }, q.running);
       },
     );
     fromSnapshot(
