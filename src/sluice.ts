@@ -350,6 +350,7 @@ export class Sluice {
           params.class,
           outcome.waiting - (cap ?? 0) + 1,
           outcome.running,
+          outcome.dueInMs,
         );
         throw new CapacityExceeded(
           outcome.reason,

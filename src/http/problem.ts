@@ -142,6 +142,8 @@ export const PROBLEMS: Record<string, ProblemSpec> & Record<HttpProblemCode, Pro
   'result-not-json': OUTCOME,
   'effect-result-not-json': OUTCOME,
   'lookup-answer-invalid': OUTCOME,
+  'reconciled-failed': OUTCOME,
+  'effect-failed': OUTCOME,
   ...HTTP_PROBLEMS,
 };
 

@@ -155,6 +155,12 @@ export type SubmitOutcome =
       /** The counts that refused it, for the engine's retry-after estimate. */
       waiting: number;
       running: number;
+      /**
+       * For `tenant-queue-full`: how long, by the store's clock, until the earliest of the tenant's
+       * waiting operations in the class is due (0 when one is due now), since none of them can
+       * leave the queue before; null when none waits, and for `class-queue-full`.
+       */
+      dueInMs: number | null;
     };
 
 export interface ClaimParams {

@@ -5,6 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { isCapacityExceeded, isInputTooLarge } from '../../src/index.js';
+import { FakeClock } from '../../src/testing/fake-clock.js';
 import { type Harness, harness } from '../helpers/engine.js';
 import { Gate } from '../helpers/gate.js';
 
@@ -67,6 +68,33 @@ describe('admission', () => {
     for (const n of [1, 2, 3, 4, 5, 6, 7]) {
       expect((await h.sluice.wait({ tenant: 'North', id: `inv-${n}` })).state).toBe('succeeded');
     }
+  });
+
+  it('tells a tenant full of delayed work to come back when the earliest is due, not in a second', async () => {
+    // The store's clock stands still: the answers are exact.
+    h = await harness({
+      clock: new FakeClock(),
+      sluice: { tenants: { North: { default: { maxWaiting: 2 } } } },
+    });
+    h.sluice.define('note', { input: z.object({}), run: async () => 'ok' });
+    const submit = (id: string, delayMs?: number) =>
+      h.sluice.submit({ tenant: 'North', id, kind: 'note', input: {}, delayMs });
+    const refusal = async (id: string) => {
+      try {
+        await submit(id);
+      } catch (error) {
+        return isCapacityExceeded(error) ? error.retryAfterMs : error;
+      }
+      return 'accepted';
+    };
+    await submit('later', 90_000);
+    await submit('much-later', 1_800_000);
+    // The class runs nothing and nothing is due for 90 s: no place frees before then.
+    expect(await refusal('now')).toBe(90_000);
+    await h.sluice.cancel({ tenant: 'North', id: 'later' });
+    await submit('later-still', 1_200_000);
+    // Twenty minutes off: past the estimate's bound of 5 minutes, it says 5 minutes.
+    expect(await refusal('now')).toBe(300_000);
   });
 
   it('measures input on its canonical bytes: the limit itself is accepted, one byte more refused before the schema', async () => {

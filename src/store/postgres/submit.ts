@@ -16,7 +16,7 @@ import type pg from 'pg';
 import { InvalidArgument } from '../../core/errors/index.js';
 import { createdRow } from '../created-row.js';
 import type { SubmitOutcome, SubmitParams } from '../types.js';
-import type { PgContext } from './connection.js';
+import type { PgContext, Query } from './connection.js';
 import { ms, num, type PgRow, toOperationRow } from './rows.js';
 
 // A created operation comes back as its key and times only (store/created-row.ts builds the rest
@@ -88,6 +88,7 @@ export async function submitMany(
     deadline_at: string | null;
     existing: PgRow | null;
   }>(one ? SQL_ONE : SQL_BATCH, values);
+  const due = await dueOfRefused(query, values[0], items, rows);
   return rows.map((r, i): SubmitOutcome => {
     switch (r.status) {
       case 'created':
@@ -111,7 +112,38 @@ export async function submitMany(
           reason: r.reason ?? 'tenant-queue-full',
           waiting: r.counted_waiting ?? 0,
           running: r.counted_running ?? 0,
+          dueInMs: r.reason === 'class-queue-full' ? null : (due.get(pairKey(items[i]!)) ?? null),
         };
     }
   });
+}
+
+const pairKey = (i: SubmitParams) => `${i.class}\u0000${i.tenant}`;
+
+/**
+ * For the tenants refused as full: how long until each one's earliest waiting operation is due
+ * (its queue row's `ready_at`, which is never later than that). A second statement, made only when
+ * something was refused, so the accepting path keeps its one round trip.
+ */
+async function dueOfRefused(
+  query: Query,
+  now: unknown,
+  items: SubmitParams[],
+  rows: Array<{ status: string; reason: string | null }>,
+): Promise<Map<string, number>> {
+  const refused = new Map<string, SubmitParams>();
+  rows.forEach((r, i) => {
+    if (r.status === 'rejected' && r.reason !== 'class-queue-full')
+      refused.set(pairKey(items[i]!), items[i]!);
+  });
+  if (refused.size === 0) return new Map();
+  const pairs = [...refused.values()];
+  const due = await query<{ class: string; tenant: string; due: string }>(
+    `SELECT q.class, q.tenant, greatest(0, q.ready_at - {s}.now_ms($3::bigint)) AS due
+       FROM unnest($1::text[], $2::text[]) AS k(class, tenant)
+       JOIN {s}.queues q ON q.class = k.class AND q.tenant = k.tenant
+      WHERE q.waiting > 0 AND q.ready_at IS NOT NULL`,
+    [pairs.map((p) => p.class), pairs.map((p) => p.tenant), now],
+  );
+  return new Map(due.map((d) => [`${d.class}\u0000${d.tenant}`, Number(d.due)]));
 }

@@ -39,23 +39,31 @@ function submitOne(ctx: SqliteContext, p: SubmitParams, now: number): SubmitOutc
     // The tenant's counters and the class's, in one statement.
     const counts = ctx
       .stmt(
-        `SELECT q.waiting, q.running, c.waiting AS class_waiting FROM (SELECT 1) AS one
+        `SELECT q.waiting, q.running, q.ready_at, c.waiting AS class_waiting FROM (SELECT 1) AS one
            LEFT JOIN queues q ON q.class = @class AND q.tenant = @tenant
            LEFT JOIN classes c ON c.class = @class`,
       )
       .get({ class: p.class, tenant: p.tenant }) as {
       waiting: number | null;
       running: number | null;
+      ready_at: number | null;
       class_waiting: number | null;
     };
     const waiting = counts.waiting ?? 0;
     const running = counts.running ?? 0;
     if (maxWaiting !== null && waiting >= maxWaiting) {
-      return { status: 'rejected', reason: 'tenant-queue-full', waiting, running };
+      const dueInMs = waiting > 0 && counts.ready_at !== null ? Math.max(0, counts.ready_at - now) : null;
+      return { status: 'rejected', reason: 'tenant-queue-full', waiting, running, dueInMs };
     }
     const classWaiting = counts.class_waiting ?? 0;
     if (maxQueued !== null && classWaiting >= maxQueued) {
-      return { status: 'rejected', reason: 'class-queue-full', waiting: classWaiting, running };
+      return {
+        status: 'rejected',
+        reason: 'class-queue-full',
+        waiting: classWaiting,
+        running,
+        dueInMs: null,
+      };
     }
   }
 

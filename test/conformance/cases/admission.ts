@@ -77,6 +77,7 @@ export function admissionCases(t: CaseRegistry): void {
         reason: 'tenant-queue-full',
         waiting: 2,
         running: 0,
+        dueInMs: 0,
       });
       expect(await store.operationGet({ tenant: 'North', id: 'c' })).toBeUndefined();
       // A duplicate at the full cap is answered from its record, not refused.
@@ -104,6 +105,7 @@ export function admissionCases(t: CaseRegistry): void {
           reason: 'class-queue-full',
           waiting: 2,
           running: 0,
+          dueInMs: null,
         });
         // B's own count is still its one operation: the refused submit counted nothing.
         await expectCountersTrue(store);
@@ -114,18 +116,46 @@ export function admissionCases(t: CaseRegistry): void {
       },
     );
 
+    g.test(
+      'a tenant full of delayed work is told when its earliest is due, alone or in a batch',
+      async (fx) => {
+        const { store, clock } = fx;
+        const limits = { maxWaiting: 2, maxQueued: 10 };
+        expect((await one(store, { id: 'a', limits, delayMs: 3_600_000 }))?.status).toBe('created');
+        expect((await one(store, { id: 'b', limits, delayMs: 600_000 }))?.status).toBe('created');
+        clock.advance(1_000);
+        expect(await one(store, { id: 'c', limits })).toMatchObject({ status: 'rejected', dueInMs: 599_000 });
+        // In a batch, beside another tenant's accepted item and a refusal of the class bound.
+        const outcomes = await store.operationSubmitMany([
+          submitParams({ id: 'd', limits }),
+          submitParams({ tenant: 'South', id: 'd', limits }),
+          submitParams({ tenant: 'West', id: 'd', limits: { maxWaiting: 2, maxQueued: 3 } }),
+        ]);
+        expect(outcomes.map((o) => (o.status === 'rejected' ? [o.reason, o.dueInMs] : o.status))).toEqual([
+          ['tenant-queue-full', 599_000],
+          'created',
+          ['class-queue-full', null],
+        ]);
+        // Once the earliest is due, nothing is to be waited for beyond the class's own pace.
+        clock.advance(600_000);
+        expect(await one(store, { id: 'c', limits })).toMatchObject({ status: 'rejected', dueInMs: 0 });
+      },
+    );
+
     g.test('caps of zero refuse a tenant’s and a class’s very first operation', async ({ store }) => {
       expect(await one(store, { tenant: 'A', limits: { maxWaiting: 0 } })).toEqual({
         status: 'rejected',
         reason: 'tenant-queue-full',
         waiting: 0,
         running: 0,
+        dueInMs: null,
       });
       expect(await one(store, { tenant: 'B', class: 'bulk', limits: { maxQueued: 0 } })).toEqual({
         status: 'rejected',
         reason: 'class-queue-full',
         waiting: 0,
         running: 0,
+        dueInMs: null,
       });
       expect(await allOperations(store)).toEqual([]);
       await expectCountersTrue(store);
