@@ -109,6 +109,7 @@ describe('migrations', () => {
         { version: 20, name: 'effects_by_seq_pg' },
         { version: 21, name: 'claim_virtual_clock' },
         { version: 22, name: 'submit_one_refusal_rereads' },
+        { version: 23, name: 'attempt_rows_own_error' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace

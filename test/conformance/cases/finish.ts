@@ -231,6 +231,28 @@ export function finishCases(t: CaseRegistry): void {
       ]).toEqual(['succeeded', 'running', 'failed']);
       expect(await store.attemptFinishMany([])).toEqual([]);
     });
+
+    g.test('an attempt released or cancelled after a failure records no error of its own', async (fx) => {
+      const { store } = fx;
+      for (const [id, end] of [
+        ['released', 'released'],
+        ['cancelled', 'cancelled'],
+      ] as const) {
+        // A class of its own each, so each claim finds its operation.
+        await submitCreated(store, { id, class: id });
+        const first = await claimOne(store, { class: id });
+        await store.attemptFinishMany([{ lease: leaseOf(first), outcome: 'retry', error: BOOM, delayMs: 0 }]);
+        const second = await claimOne(store, { class: id });
+        expect(await store.attemptFinishMany([{ lease: leaseOf(second), outcome: end }])).toEqual([true]);
+        const history = await store.attemptList({ tenant: 'North', id });
+        expect(history.map((a) => [a.outcome, a.error])).toEqual([
+          ['retry', BOOM],
+          [end, null],
+        ]);
+      }
+      // The operation keeps its last error while it waits to run again.
+      expect((await getRow(store, { tenant: 'North', id: 'released' })).error).toEqual(BOOM);
+    });
   });
 
   t.group('finish, then claim, in one call', (g) => {
