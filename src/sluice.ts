@@ -303,10 +303,14 @@ export class Sluice {
     let deadlineMs = kind.limits.deadlineMs;
     if (request.deadlineMs !== undefined) {
       // As the HTTP API bounds them (1 ms to 365 days): a time the stores can keep.
-      const asked = bounded('deadlineMs', request.deadlineMs, 0, { min: 1, max: MAX_REQUEST_MS });
+      const asked = bounded('deadlineMs', request.deadlineMs, 0, {
+        min: 1,
+        max: MAX_REQUEST_MS,
+        integer: true,
+      });
       deadlineMs = deadlineMs === null ? asked : Math.min(deadlineMs, asked);
     }
-    bounded('delayMs', request.delayMs, 0, { min: 0, max: MAX_REQUEST_MS });
+    bounded('delayMs', request.delayMs, 0, { min: 0, max: MAX_REQUEST_MS, integer: true });
     // Accepted, it would hold a waiting place until it failed `deadline-exceeded` unstarted.
     if (request.delayMs !== undefined && deadlineMs !== null && request.delayMs >= deadlineMs) {
       throw new InvalidArgument(
@@ -617,13 +621,17 @@ function retentionOf(given: Partial<RetentionPolicy> | undefined): RetentionPoli
 
 function retryBudgetOf(given: Partial<RetryBudgetConfig> | undefined): RetryBudgetConfig {
   const d = DEFAULT_RETRY_BUDGET;
-  const windowMs = bounded('retryBudget.windowMs', given?.windowMs, d.windowMs, { min: 1 });
+  const windowMs = bounded('retryBudget.windowMs', given?.windowMs, d.windowMs, { min: 1, integer: true });
   return {
     ratio: bounded('retryBudget.ratio', given?.ratio, d.ratio, { min: 0 }),
     floor: bounded('retryBudget.floor', given?.floor, d.floor, { min: 0, integer: true }),
     windowMs,
-    bucketMs: bounded('retryBudget.bucketMs', given?.bucketMs, d.bucketMs, { min: 1, max: windowMs }),
-    deferMaxMs: bounded('retryBudget.deferMaxMs', given?.deferMaxMs, d.deferMaxMs, { min: 0 }),
+    bucketMs: bounded('retryBudget.bucketMs', given?.bucketMs, d.bucketMs, {
+      min: 1,
+      max: windowMs,
+      integer: true,
+    }),
+    deferMaxMs: bounded('retryBudget.deferMaxMs', given?.deferMaxMs, d.deferMaxMs, { min: 0, integer: true }),
   };
 }
 

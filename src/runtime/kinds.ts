@@ -74,9 +74,12 @@ export interface Kind {
 
 const NAME = /^[a-z][a-z0-9_.-]{0,63}$/;
 
-/** A limit of at least `min` (1 unless said) and at most `max`; or the default. */
+/**
+ * A limit of at least `min` (1 unless said) and at most `max`; or the default. Every limit counts
+ * whole things (bytes, attempts, calls, milliseconds the stores keep as integers).
+ */
 const positive = (name: string, value: number | undefined, fallback: number, min = 1, max?: number): number =>
-  bounded(name, value, fallback, max === undefined ? { min } : { min, max });
+  bounded(name, value, fallback, max === undefined ? { min, integer: true } : { min, max, integer: true });
 
 export function resolveKind(name: string, def: KindDefinition): Kind {
   if (!NAME.test(name)) throw new InvalidArgument(`kind name ${JSON.stringify(name)} must match ${NAME}`);

@@ -61,6 +61,10 @@ describe('options out of range', () => {
       [{ effectRetentionMs: MAX_DURATION_MS + 1 }, false],
       [{ maxProviderCalls: 1_000_000 }, true],
       [{ maxProviderCalls: 1_000_001 }, false],
+      // Whole numbers: the stores keep them as integers (SQLite kept a fraction, PostgreSQL rounded).
+      [{ deadlineMs: 1000.5 }, false],
+      [{ maxAttempts: 2.5 }, false],
+      [{ backoff: { baseMs: 0.5 } }, false],
     ];
     for (const [limits, ok] of cases)
       expect({ limits, code: codeOf(define(limits)) }).toEqual({
@@ -82,6 +86,9 @@ describe('options out of range', () => {
       { deadlineMs: MAX_REQUEST_MS + 1 },
       // Started at or after its deadline, it would hold a waiting place only to fail unstarted.
       { delayMs: 1000, deadlineMs: 1000 },
+      // Whole milliseconds, as the HTTP API takes them.
+      { delayMs: 1000.4 },
+      { deadlineMs: 5000.5 },
     ].entries()) {
       await expect(submit(`bad${i}`, options)).rejects.toMatchObject({ code: 'invalid-argument' });
       expect(await h.sluice.get({ tenant: 'North', id: `bad${i}` })).toBeUndefined();
@@ -161,6 +168,7 @@ describe('options out of range', () => {
     expect(codeOf(engine({ retryBudget: { windowMs: 1000, bucketMs: 1000 } }))).toBeUndefined();
     expect(codeOf(engine({ retryBudget: { windowMs: 1000, bucketMs: 1001 } }))).toBe('invalid-argument');
     expect(codeOf(engine({ retryBudget: { ratio: -0.1 } }))).toBe('invalid-argument');
+    expect(codeOf(engine({ retryBudget: { windowMs: 1000, bucketMs: 500.5 } }))).toBe('invalid-argument');
     expect(codeOf(engine({ retryBudget: false }))).toBeUndefined();
     expect(codeOf(engine({ classes: { default: { maxQueued: 2 ** 31 - 1 } } }))).toBeUndefined();
     expect(codeOf(engine({ classes: { default: { maxQueued: 2 ** 31 } } }))).toBe('invalid-argument');

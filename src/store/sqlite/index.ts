@@ -177,8 +177,8 @@ export function sqliteStore(options: SqliteOptions): SqliteStore {
     operationRedrive: ({ tenant, id, by, reason }) => resolve(() => redrive(ctx, tenant, id, by, reason)),
     operationReconcile: (p) => resolve(() => reconcile(ctx, p)),
     retryBudgetTake: (p) => resolve(() => retryBudgetTake(ctx, p)),
-    retryBudgetStats: ({ windowMs }) => resolve(() => retryBudgetStats(ctx, windowMs)),
-    budgetUsage: ({ prefix, since }) => resolve(() => budgetUsage(ctx, prefix, since)),
+    retryBudgetStats: ({ windowMs }) => resolve(() => ctx.read(() => retryBudgetStats(ctx, windowMs))),
+    budgetUsage: ({ prefix, since }) => resolve(() => ctx.read(() => budgetUsage(ctx, prefix, since))),
     leaseRescue: (p) => resolve(() => rescue(ctx, p)),
     retentionPurge: (p) => resolve(() => purge(ctx, p)),
   };
