@@ -2,7 +2,7 @@
  * The service shell: a TypeScript config loaded without a build step, the environment's
  * overrides, and split roles (an API-only and a worker-only process on one store).
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,6 +12,7 @@ import { withEnvironment } from '../../src/config/config.js';
 import { Ambiguous, isInvalidArgument, loadConfig, type OperationContext } from '../../src/index.js';
 import { type Service, startService } from '../../src/service/index.js';
 import { silent } from '../helpers/engine.js';
+import { Gate } from '../helpers/gate.js';
 
 const ROOT = join(import.meta.dirname, '../..');
 let dir = '';
@@ -199,6 +200,67 @@ describe('operator commands', () => {
       { class: 'default', tenant: 'north', waiting: 1, running: 0 },
     ]);
     rmSync(dir, { recursive: true, force: true });
+  });
+});
+
+describe('sluice ops cancel', () => {
+  it('exits 0 when the cancel took or is under way, 3 when it is too late, and prints the state', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'sluice-cli-'));
+    const db = join(dir, 'sluice.db');
+    const config = await loadConfig(join(ROOT, 'test/fixtures/sluice.config.ts'));
+    const holding = new Gate();
+    const kinds = {
+      ...config.kinds,
+      hold: { input: z.object({}), run: (_i: unknown, ctx: OperationContext) => holding.wait(ctx.signal) },
+    };
+    const svc = await startService({ ...config, kinds }, { role: 'worker', db, logger: silent });
+    // Asynchronous: the worker in this process keeps its lease while the command runs.
+    const cancel = (id: string) =>
+      new Promise<{ status: number | null; stdout: string; stderr: string }>((done) => {
+        execFile(
+          process.execPath,
+          [join(ROOT, 'dist/cli/main.js'), 'ops', 'cancel', 'north', id, '--db', db],
+          { encoding: 'utf8' },
+          (error, stdout, stderr) => done({ status: error ? (error.code as number) : 0, stdout, stderr }),
+        );
+      });
+    try {
+      await svc.sluice.submit({ tenant: 'north', id: 'done', kind: 'echo', input: { say: 'x' } });
+      expect((await svc.sluice.wait({ tenant: 'north', id: 'done' })).state).toBe('succeeded');
+      await svc.sluice.submit({ tenant: 'north', id: 'held', kind: 'hold', input: {} });
+      await holding.arrived;
+      await svc.sluice.submit({
+        tenant: 'north',
+        id: 'later',
+        kind: 'echo',
+        input: { say: 'y' },
+        delayMs: 600_000,
+      });
+
+      expect(await cancel('done')).toEqual({
+        status: 3,
+        stdout: 'north/done: cancel too_late; state succeeded\n',
+        stderr: '',
+      });
+      expect(await cancel('later')).toMatchObject({
+        status: 0,
+        stdout: 'north/later: cancel cancelled; state cancelled\n',
+      });
+      // Asked again: it is cancelled, as the script wanted.
+      expect(await cancel('later')).toMatchObject({
+        status: 0,
+        stdout: 'north/later: cancel cancelled; state cancelled\n',
+      });
+      expect(await cancel('held')).toMatchObject({
+        status: 0,
+        stdout: 'north/held: cancel requested; state running\n',
+      });
+      expect((await svc.sluice.wait({ tenant: 'north', id: 'held' })).state).toBe('cancelled');
+    } finally {
+      holding.open();
+      await svc.stop({ graceMs: 100 });
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

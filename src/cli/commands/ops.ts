@@ -11,6 +11,13 @@ import { Sluice } from '../../sluice.js';
 import type { ReconcileEffect } from '../../store/types.js';
 import { assertMigrated, openStoreFromFlags, STORE_OPTIONS, type StoreFlags } from '../open-store.js';
 
+/**
+ * `ops cancel`'s status when the store answered `too_late`: the operation ran, or runs, to its
+ * own end. Not 0, so a script does not take it for a cancel; not 1 (any error, the cancel perhaps
+ * never asked) nor 2 (the drill's "could not run"): the store did answer, and the answer is no.
+ */
+export const EXIT_CANCEL_TOO_LATE = 3;
+
 export async function withSluice<T>(flags: StoreFlags, fn: (sluice: Sluice) => Promise<T>): Promise<T> {
   const { store, db } = await openStoreFromFlags(flags, { existing: true });
   const sluice = new Sluice({ store, logger: pino({ level: 'silent' }) });
@@ -77,7 +84,10 @@ export function opsCommand(program: Command): void {
   const by = () => process.env.SLUICE_OPERATOR ?? process.env.USER ?? 'cli';
   ops
     .command('cancel <tenant> <id>')
-    .description('ask to cancel an operation (queued: cancelled; running: stopped unless an effect happened)')
+    .description(
+      'ask to cancel an operation (queued: cancelled; running: stopped unless an effect happened); ' +
+        `exits ${EXIT_CANCEL_TOO_LATE} when it is too late`,
+    )
     .option('--by <who>', 'who (default: $SLUICE_OPERATOR or $USER)')
     .option(...STORE_OPTIONS.db)
     .option(...STORE_OPTIONS.config)
@@ -85,6 +95,7 @@ export function opsCommand(program: Command): void {
       await withSluice(opts, async (sluice) => {
         const out = await sluice.cancel({ tenant, id }, { by: opts.by ?? by() });
         console.log(`${tenant}/${id}: cancel ${out.cancel}; state ${out.operation.state}`);
+        if (out.cancel === 'too_late') process.exitCode = EXIT_CANCEL_TOO_LATE;
       });
     });
   ops
