@@ -95,12 +95,19 @@ export async function loadConfig(path?: string, cwd = process.cwd()): Promise<Sl
     : CONFIG_FILES.map((f) => resolve(cwd, f)).find((f) => existsSync(f));
   if (!file) return {};
   if (!existsSync(file)) throw new InvalidArgument(`config file ${file} does not exist`);
-  const { createJiti } = await import('jiti');
-  const jiti = createJiti(import.meta.url, { interopDefault: true, moduleCache: false });
-  const loaded = (await jiti.import(file, { default: true })) as SluiceConfig | (() => SluiceConfig);
-  const config = typeof loaded === 'function' ? await loaded() : loaded;
-  if (typeof config !== 'object' || config === null || Array.isArray(config))
-    throw new InvalidArgument(`${file} must export a config object as its default export`);
+  const loaded = (await importDefault(file)) as SluiceConfig | (() => SluiceConfig);
+  const config: unknown = typeof loaded === 'function' ? await loaded() : loaded;
+  if (typeof config !== 'object' || config === null || Array.isArray(config)) {
+    const got =
+      config === null || config === undefined
+        ? String(config)
+        : Array.isArray(config)
+          ? 'an array'
+          : `a ${typeof config}`;
+    throw new InvalidArgument(
+      `${file} must export a config object as its default export (it exports ${got})`,
+    );
+  }
   // A misspelled key would be ignored, and the service would run without what it names.
   const unknown = Object.keys(config).filter((key) => !CONFIG_KEYS.has(key));
   if (unknown.length > 0) {
@@ -109,6 +116,26 @@ export async function loadConfig(path?: string, cwd = process.cwd()): Promise<Sl
     );
   }
   return config;
+}
+
+/**
+ * The file's default export. jiti's interop (2.7) fails on a default export of `null` with a
+ * TypeError of its own ("Cannot read properties of null"), raised after the file ran, which would
+ * reach the operator instead of the check above. Only then is the file read once more without the
+ * interop, to tell that case from a TypeError the file itself threw (which is passed on as it was).
+ */
+async function importDefault(file: string): Promise<unknown> {
+  const { createJiti } = await import('jiti');
+  const jiti = createJiti(import.meta.url, { interopDefault: true, moduleCache: false });
+  try {
+    return await jiti.import(file, { default: true });
+  } catch (error) {
+    if (!(error instanceof TypeError && /\bnull\b/.test(error.message))) throw error;
+    const plain = createJiti(import.meta.url, { interopDefault: false, moduleCache: false });
+    const raw = await plain.import<{ default?: unknown } | null>(file).catch(() => undefined);
+    if (raw?.default === null) return null;
+    throw error;
+  }
 }
 
 /** The keys of `SluiceConfig`, checked when a file is loaded. */

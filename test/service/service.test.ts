@@ -35,6 +35,40 @@ describe('configuration', () => {
     rmSync(at, { recursive: true, force: true });
   });
 
+  it('refuses a config file whose default export is null, in one line with its code', async () => {
+    const at = mkdtempSync(join(tmpdir(), 'sluice-config-'));
+    try {
+      for (const name of ['null.config.ts', 'null.config.mjs']) {
+        writeFileSync(join(at, name), 'export default null;\n');
+        const refused = await loadConfig(join(at, name)).catch((e) => e);
+        expect(isInvalidArgument(refused)).toBe(true);
+        expect(refused.message).toMatch(
+          /must export a config object as its default export \(it exports null\)$/,
+        );
+      }
+      const cli = spawnSync(
+        process.execPath,
+        [join(ROOT, 'dist/cli/main.js'), 'migrate', '--config', join(at, 'null.config.ts')],
+        { encoding: 'utf8', env: { ...process.env, SLUICE_DB: undefined } },
+      );
+      expect([cli.status, cli.stderr]).toEqual([
+        1,
+        expect.stringMatching(
+          /^sluice: invalid-argument: \S+null\.config\.ts must export a config object[^\n]*\n$/,
+        ),
+      ]);
+      // A TypeError the file throws itself is its own, and says so.
+      writeFileSync(join(at, 'own.config.mjs'), 'const none = null;\nnone.db;\nexport default {};\n');
+      const own = await loadConfig(join(at, 'own.config.mjs')).catch((e) => e);
+      expect([own instanceof TypeError, own.message]).toEqual([
+        true,
+        "Cannot read properties of null (reading 'db')",
+      ]);
+    } finally {
+      rmSync(at, { recursive: true, force: true });
+    }
+  });
+
   it('takes the store, port and keys from the environment', () => {
     const out = withEnvironment(
       { auth: { tenants: { north: ['a'] } } },
