@@ -5,12 +5,13 @@
  * Default: `SLUICE_DB`, else a `--config` file's `db`, else `./data/sluice.db`; an empty value is
  * refused.
  */
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { loadConfig } from '../config/config.js';
 import { InvalidArgument } from '../core/errors/index.js';
 import { sqliteStore } from '../store/sqlite/index.js';
 import type { Store } from '../store/store.js';
+import { makeFolder } from './make-folder.js';
 
 export const DEFAULT_DB = './data/sluice.db';
 
@@ -44,7 +45,12 @@ export async function openStore(db: string | undefined, options: OpenStoreOption
         `no database at ${target}: run \`sluice migrate --db ${target}\` to create one`,
       );
     }
-    mkdirSync(dirname(resolve(target)), { recursive: true });
+    const folder = dirname(resolve(target));
+    try {
+      makeFolder(folder);
+    } catch (error) {
+      throw new InvalidArgument(`cannot create ${folder} for ${target}: ${(error as Error).message}`);
+    }
   }
   return sqliteStore({ path: target, ...options.sqlite });
 }

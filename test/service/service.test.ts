@@ -336,6 +336,30 @@ describe('operator commands refuse what they cannot do, in one line, changing no
     rmSync(dir, { recursive: true, force: true });
   });
 
+  it.runIf(process.platform === 'linux')(
+    'a store whose folder cannot be created is refused at once, naming the folder',
+    () => {
+      // procfs answers ENOENT for a folder it will never hold, under a parent that exists.
+      const refused = spawnSync(
+        process.execPath,
+        [join(ROOT, 'dist/cli/main.js'), 'migrate', '--db', '/proc/sluice-none/sluice.db'],
+        { encoding: 'utf8', timeout: 30_000 },
+      );
+      expect([refused.status, refused.signal, refused.stderr]).toEqual([
+        1,
+        null,
+        'sluice: invalid-argument: cannot create /proc/sluice-none for /proc/sluice-none/sluice.db: ' +
+          '/proc exists but takes no new folder sluice-none (ENOENT)\n',
+      ]);
+      // Missing folders that can be made still are, however deep.
+      dir = mkdtempSync(join(tmpdir(), 'sluice-cli-'));
+      const deep = join(dir, 'a', 'b', 'c', 'sluice.db');
+      execFileSync(process.execPath, [join(ROOT, 'dist/cli/main.js'), 'migrate', '--db', deep]);
+      expect(existsSync(deep)).toBe(true);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  );
+
   it('bad arguments: no stack trace, and the drill says it could not run (2), not that it failed (1)', () => {
     dir = mkdtempSync(join(tmpdir(), 'sluice-cli-'));
     const db = join(dir, 'sluice.db');
