@@ -276,7 +276,8 @@ export function openApiDocument(options: OpenApiOptions): JsonSchema {
         'Bounded, durable background operations with safe retries. Errors are RFC 9457 problems whose ' +
         `\`type\` is \`${problemType('<code>')}\`. Idempotency keys: an operation's key answers with that ` +
         'operation for as long as it is retained (default 7 days after it ends); then a tombstone (default 30 ' +
-        'days) refuses the key with `operation-expired` rather than running it again. See docs/http-api.md.',
+        'days) refuses the key with `operation-expired` rather than running it again. A `/v1/` route ' +
+        'refuses a query parameter it does not list (`400 invalid-argument`). See docs/http-api.md.',
     },
     tags: [
       { name: 'operations', description: "A tenant's operations." },

@@ -339,6 +339,12 @@ export const reconcileBodySchema: JsonSchema = {
   },
 };
 
+/**
+ * The query of a `/v1/` route that takes none: a parameter sent anyway (a typo, a `?tenant=` on
+ * usage, whose tenant is in the path) is refused like an unknown one elsewhere, not ignored.
+ */
+export const noQuerySchema: JsonSchema = { type: 'object', additionalProperties: false, properties: {} };
+
 export const usageParamsSchema: JsonSchema = {
   type: 'object',
   required: ['tenant'],

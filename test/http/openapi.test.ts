@@ -8,7 +8,7 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PROBLEMS } from '../../src/http/problem.js';
-import { type Rig, rig } from './rig.js';
+import { KEYS, type Rig, rig } from './rig.js';
 
 /** Every (METHOD, /path/{param}) in fastify's route tree, from `printRoutes`. */
 function fastifyRoutes(tree: string): string[] {
@@ -28,6 +28,11 @@ function fastifyRoutes(tree: string): string[] {
     }
   }
   return out.sort();
+}
+
+interface OpenApiOperation {
+  operationId: string;
+  parameters?: Array<{ name: string; in: string }>;
 }
 
 /** A Standard Schema validator with no JSON Schema to offer. */
@@ -93,6 +98,53 @@ describe('GET /openapi.json', () => {
         'POST /v1/operations/{id}/redrive',
       ].sort(),
     );
+  });
+
+  it('a /v1/ route refuses a query parameter the document does not list, and stores nothing', async () => {
+    r = await rig();
+    const doc = (await r.call('GET', '/openapi.json', { key: null })).json;
+    // Each call is one the route would take, but for the query: a key it accepts and a valid body.
+    const calls: Record<
+      string,
+      { key: string; query?: string; headers?: Record<string, string>; body?: unknown }
+    > = {
+      submitOperation: {
+        key: KEYS.north,
+        headers: { 'idempotency-key': 'q1' },
+        body: { kind: 'note', input: { text: '' } },
+      },
+      getOperation: { key: KEYS.north },
+      listOperations: { key: KEYS.north },
+      cancelOperation: { key: KEYS.north },
+      redriveOperation: { key: KEYS.admin, query: 'tenant=north&', body: { reason: 'r' } },
+      reconcileOperation: {
+        key: KEYS.admin,
+        query: 'tenant=north&',
+        body: { reason: 'r', resolution: 'failed' },
+      },
+      getTenantUsage: { key: KEYS.north },
+    };
+    const routes = Object.entries(doc.paths as Record<string, Record<string, OpenApiOperation>>)
+      .filter(([path]) => path.startsWith('/v1/'))
+      .flatMap(([path, ops]) => Object.entries(ops).map(([method, op]) => ({ path, method, op })));
+    // A new /v1/ route must be added above.
+    expect(routes.map((x) => x.op.operationId).sort()).toEqual(Object.keys(calls).sort());
+    const before = await r.snapshot();
+    for (const { path, method, op } of routes) {
+      const call = calls[op.operationId]!;
+      const query = (op.parameters ?? []).filter((p) => p.in === 'query').map((p) => p.name);
+      expect(query).not.toContain('unlisted');
+      const url = `${path.replace('{id}', 'o1').replace('{tenant}', 'north')}?${call.query ?? ''}unlisted=1`;
+      const res = await r.call(method.toUpperCase(), url, call);
+      expect([op.operationId, res.status, res.json?.code, res.json?.errors]).toEqual([
+        op.operationId,
+        400,
+        'invalid-argument',
+        [{ parameter: 'unlisted', detail: 'must NOT have additional properties' }],
+      ]);
+    }
+    expect(await r.snapshot()).toEqual(before);
+    expect(doc.info.description).toMatch(/refuses a query parameter it does not list/);
   });
 
   it("documents each kind's input, the Idempotency-Key, auth and every problem a route declares", async () => {

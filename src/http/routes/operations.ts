@@ -21,6 +21,7 @@ import {
   idempotencyKeyHeaderSchema,
   listQuerySchema,
   listResponseSchema,
+  noQuerySchema,
   OPERATION_ID_PATTERN,
   operationIdParamsSchema,
   operationSchema,
@@ -85,6 +86,7 @@ export function operationRoutes(
         operationId: 'submitOperation',
         tags: ['operations'],
         headers: idempotencyKeyHeaderSchema,
+        querystring: noQuerySchema,
         body: submitBodySchema,
         response: {
           202: { ...operationSchema, description: 'Accepted: the record is durable. `Location` names it.' },

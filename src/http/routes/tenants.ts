@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Sluice } from '../../sluice.js';
 import { ApiError } from '../problem.js';
 import { principalOf } from '../route-config.js';
-import { usageParamsSchema, usageResponseSchema } from '../schemas.js';
+import { noQuerySchema, usageParamsSchema, usageResponseSchema } from '../schemas.js';
 
 /** Spend budget keys are `spend:<provider>:tenant:<tenant>` (admission/budgets.ts). */
 const SPEND_PREFIX = 'spend:';
@@ -61,6 +61,7 @@ export function tenantRoutes(app: FastifyInstance, deps: { sluice: Sluice }): vo
         operationId: 'getTenantUsage',
         tags: ['tenants'],
         params: usageParamsSchema,
+        querystring: noQuerySchema,
         response: { 200: { ...usageResponseSchema, description: 'The usage.' } },
       },
       config: { auth: 'any', problems: ['not-found', 'store-unavailable'] },
