@@ -165,7 +165,13 @@ export const problemSchema: JsonSchema = {
     detail: { type: 'string' },
     instance: { type: 'string' },
     code: { type: 'string', description: 'The last segment of `type`.' },
-    errors: { type: 'array', items: fieldErrorSchema, description: 'Each failing field.' },
+    errors: {
+      type: 'array',
+      items: fieldErrorSchema,
+      description:
+        'Failing fields: every failing path of the input for `input-invalid`; the first failing field ' +
+        'for `request-invalid` and `invalid-argument` (see docs/http-api.md).',
+    },
     limitBytes: { type: 'integer' },
     actualBytes: { type: 'integer' },
     state: { type: 'string' },
