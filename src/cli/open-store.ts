@@ -6,12 +6,10 @@
  * refused.
  */
 import { existsSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
 import { loadConfig } from '../config/config.js';
 import { InvalidArgument } from '../core/errors/index.js';
 import { sqliteStore } from '../store/sqlite/index.js';
 import type { Store } from '../store/store.js';
-import { makeFolder } from './make-folder.js';
 
 export const DEFAULT_DB = './data/sluice.db';
 
@@ -39,19 +37,12 @@ export async function openStore(db: string | undefined, options: OpenStoreOption
     const { postgresStore } = await import('../store/postgres/index.js');
     return postgresStore({ connectionString: target, ...options.postgres });
   }
-  if (target !== ':memory:') {
-    if (options.existing && !existsSync(target)) {
-      throw new InvalidArgument(
-        `no database at ${target}: run \`sluice migrate --db ${target}\` to create one`,
-      );
-    }
-    const folder = dirname(resolve(target));
-    try {
-      makeFolder(folder);
-    } catch (error) {
-      throw new InvalidArgument(`cannot create ${folder} for ${target}: ${(error as Error).message}`);
-    }
+  if (target !== ':memory:' && options.existing && !existsSync(target)) {
+    throw new InvalidArgument(
+      `no database at ${target}: run \`sluice migrate --db ${target}\` to create one`,
+    );
   }
+  // The store makes the file's folder if it is missing (and says so if it cannot).
   return sqliteStore({ path: target, ...options.sqlite });
 }
 

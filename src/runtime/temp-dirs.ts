@@ -14,8 +14,9 @@
  * members belong to the recorded group). Linux only; elsewhere groups are not recorded.
  */
 import { randomBytes } from 'node:crypto';
-import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { makeFolder } from '../core/make-folder.js';
 
 function alive(pid: number): boolean {
   try {
@@ -109,7 +110,7 @@ export class TempDirs {
 
   /** A new directory for one attempt of one operation. */
   create(tenant: string, id: string, epoch: number): string {
-    mkdirSync(this.ownerDir, { recursive: true });
+    makeFolder(this.ownerDir);
     return mkdtempSync(join(this.ownerDir, `${safe(tenant)}-${safe(id)}-${epoch}-`));
   }
 
@@ -126,7 +127,7 @@ export class TempDirs {
     if (start === null) return () => {};
     const file = join(this.ownerDir, `${GROUP_PREFIX}${pgid}`);
     try {
-      mkdirSync(this.ownerDir, { recursive: true });
+      makeFolder(this.ownerDir);
       writeFileSync(file, start);
     } catch {
       return () => {};

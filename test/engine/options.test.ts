@@ -4,6 +4,9 @@
  * durations that become timers stop at the longest wait a timer holds (2^31 − 1 ms): past it,
  * Node fires the timer after 1 ms, and an attempt timeout of a month ended every attempt at once.
  */
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { MAX_DURATION_MS, MAX_REQUEST_MS, MAX_TIMER_MS } from '../../src/core/bounds.js';
@@ -204,6 +207,29 @@ describe('options out of range', () => {
     ];
     for (const config of configs)
       await expect(startService(config)).rejects.toMatchObject({ code: 'invalid-argument' });
+  });
+
+  it("a SQLite file's folder is made when missing; one that cannot be made is refused", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-folder-'));
+    try {
+      // As the README's quick start names it, in a folder that does not exist yet.
+      const store = sqliteStore({ path: join(dir, 'data', 'deeper', 'sluice.db') });
+      await store.migrate();
+      await store.close();
+      expect(statSync(join(dir, 'data', 'deeper', 'sluice.db')).isFile()).toBe(true);
+      // A file where the folder should be.
+      writeFileSync(join(dir, 'plain'), '');
+      let refused: unknown;
+      try {
+        sqliteStore({ path: join(dir, 'plain', 'sluice.db') });
+      } catch (error) {
+        refused = error;
+      }
+      expect(refused).toMatchObject({ code: 'invalid-argument' });
+      expect(String((refused as Error).message)).toContain(`cannot create ${join(dir, 'plain')}`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("the stores' options, checked before a file or a connection is opened", () => {

@@ -8,6 +8,7 @@
  * never deadlock upgrading read locks, and `busy_timeout` makes a writer wait its turn instead of
  * failing at once.
  */
+import { dirname, resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import { bounded, MAX_TIMER_MS } from '../../core/bounds.js';
 import type { Clock } from '../../core/clock.js';
@@ -17,6 +18,7 @@ import {
   StoreError,
   type StoreErrorReason,
 } from '../../core/errors/index.js';
+import { makeFolder } from '../../core/make-folder.js';
 import { sqliteDriver } from './driver.js';
 
 export interface SqliteOptions {
@@ -148,6 +150,21 @@ export function borrowSqlite(db: Database.Database, clock: Clock): SqliteContext
   return ctx;
 }
 
+/**
+ * The file's folder, made if missing, as `sqlite3` makes the file: `./data/sluice.db` works in a
+ * fresh checkout. SQLite's own names (`:memory:`, an empty path for a temporary database, `file:`
+ * URIs) are left to it.
+ */
+function makeFolderFor(path: string): void {
+  if (path === '' || path === ':memory:' || path.startsWith('file:')) return;
+  const folder = dirname(resolve(path));
+  try {
+    makeFolder(folder);
+  } catch (error) {
+    throw new InvalidArgument(`cannot create ${folder} for ${path}: ${(error as Error).message}`);
+  }
+}
+
 export function openSqlite(options: SqliteOptions, clock: Clock): SqliteContext {
   // Checked before the file is opened; both end up in a PRAGMA.
   const synchronous = options.synchronous ?? 'FULL';
@@ -158,6 +175,7 @@ export function openSqlite(options: SqliteOptions, clock: Clock): SqliteContext 
     max: MAX_TIMER_MS,
     integer: true,
   });
+  makeFolderFor(options.path);
   let db: Database.Database;
   try {
     db = new (sqliteDriver())(options.path);

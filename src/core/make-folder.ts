@@ -1,5 +1,5 @@
 /**
- * @module cli/make-folder
+ * @module core/make-folder
  * `mkdir -p` that fails instead of spinning. Node's recursive mkdir reads ENOENT as "the parent
  * is missing": it makes the parent and tries the folder again, for as long as that answers
  * ENOENT. A file system that answers ENOENT for a child it will never hold while its parent
