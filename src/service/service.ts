@@ -17,6 +17,7 @@ import { validateAdmission } from '../admission/limits.js';
 import { assertMigrated, openStore } from '../cli/open-store.js';
 import { type SluiceConfig, withEnvironment } from '../config/config.js';
 import { bounded, MAX_TIMER_MS } from '../core/bounds.js';
+import { InvalidArgument } from '../core/errors/index.js';
 import { createMetrics } from '../observability/metrics.js';
 import { checkWorkerOptions, type Worker } from '../runtime/worker.js';
 import { Sluice } from '../sluice.js';
@@ -90,6 +91,13 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
   }
   for (const [name, kind] of Object.entries(config.kinds ?? {})) sluice.define(name, kind);
   await config.setup?.(sluice);
+  if (role === 'worker' && sluice.definedKinds().length === 0) {
+    // It would have no class to claim for, and the process would end at once, reported running.
+    await sluice.close();
+    throw new InvalidArgument(
+      'a worker needs kinds to run: the config defines none (`kinds`, or `setup` calling sluice.define)',
+    );
+  }
 
   let accepting = true;
   let worker: Worker | undefined;

@@ -128,6 +128,15 @@ describe('roles', () => {
     expect([done.state, done.result]).toEqual(['succeeded', { said: 'hi' }]);
   });
 
+  it('a worker-only process without kinds is refused at start, not reported running and gone', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'sluice-roles-'));
+    const start = startService({}, { role: 'worker', db: join(dir, 'sluice.db'), logger: silent });
+    await expect(start).rejects.toMatchObject({
+      code: 'invalid-argument',
+      message: expect.stringContaining('a worker needs kinds to run'),
+    });
+  });
+
   it('the config can close /metrics to all but an admin key', async () => {
     dir = mkdtempSync(join(tmpdir(), 'sluice-roles-'));
     const config = await loadConfig(join(ROOT, 'test/fixtures/sluice.config.ts'));
