@@ -226,6 +226,7 @@ export function toProblem(error: unknown, instance?: string): ProblemResponse {
         pointer: `#/input${jsonPointer(i.path)}`,
         detail: i.message,
       }));
+      if (typeof e.omitted === 'number' && e.omitted > 0) extensions.errorsOmitted = e.omitted;
     }
     if (error.code === 'input-too-large') {
       extensions.limitBytes = e.limitBytes;

@@ -169,8 +169,12 @@ export const problemSchema: JsonSchema = {
       type: 'array',
       items: fieldErrorSchema,
       description:
-        'Failing fields: every failing path of the input for `input-invalid`; the first failing field ' +
-        'for `request-invalid` and `invalid-argument` (see docs/http-api.md).',
+        'Failing fields: the failing paths of the input for `input-invalid` (the first 50); the first ' +
+        'failing field for `request-invalid` and `invalid-argument` (see docs/http-api.md).',
+    },
+    errorsOmitted: {
+      type: 'integer',
+      description: '`input-invalid`: how many failing paths `errors` leaves out beyond its first 50.',
     },
     limitBytes: { type: 'integer' },
     actualBytes: { type: 'integer' },

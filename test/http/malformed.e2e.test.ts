@@ -6,6 +6,8 @@
  */
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { MAX_INPUT_ISSUES } from '../../src/core/errors/index.js';
 import { O7 } from '../helpers/charge-kind.js';
 import { KEYS, type Rig, rig } from './rig.js';
 
@@ -454,4 +456,28 @@ describe('a malformed-input corpus over loopback: documented errors, store uncha
       await slow.close();
     }
   }, 20_000);
+});
+
+describe('an input that fails its kind schema many times over', () => {
+  let r: Rig | undefined;
+  afterAll(async () => r?.close());
+
+  it('is answered with the first MAX_INPUT_ISSUES failing paths and a count of the rest', async () => {
+    r = await rig({
+      define(sluice) {
+        sluice.define('batch', { input: z.object({ amounts: z.array(z.number()) }), run: () => null });
+      },
+    });
+    const amounts = Array.from({ length: 1000 }, (_, i) => `n${i}`);
+    const res = await r.call('POST', '/v1/operations', {
+      headers: { 'idempotency-key': 'many' },
+      body: { kind: 'batch', input: { amounts } },
+    });
+    expect([res.status, res.json.code]).toEqual([422, 'input-invalid']);
+    expect(res.json.errors).toHaveLength(MAX_INPUT_ISSUES);
+    expect(res.json.errors[0].pointer).toBe('#/input/amounts/0');
+    expect(res.json.errors.at(-1).pointer).toBe(`#/input/amounts/${MAX_INPUT_ISSUES - 1}`);
+    expect(res.json.errorsOmitted).toBe(1000 - MAX_INPUT_ISSUES);
+    expect(await r.h.sluice.get({ tenant: 'north', id: 'many' })).toBeUndefined();
+  });
 });

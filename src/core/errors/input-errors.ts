@@ -10,10 +10,21 @@ export interface InputIssue {
   message: string;
 }
 
-/** The input failed the kind's schema. `issues` lists the failing paths. */
+/**
+ * Issues an `InputInvalid` keeps. An input of `maxInputBytes` can fail once per element, and each
+ * issue travels into the error, the HTTP answer and the log; the first ones say what to fix.
+ */
+export const MAX_INPUT_ISSUES = 50;
+
+/**
+ * The input failed the kind's schema. `issues` lists the failing paths (the first
+ * `MAX_INPUT_ISSUES`); `omitted` counts the ones left out.
+ */
 export class InputInvalid extends SluiceError {
   readonly issues: InputIssue[];
-  constructor(kind: string, issues: InputIssue[]) {
+  readonly omitted: number;
+  constructor(kind: string, all: InputIssue[]) {
+    const issues = all.slice(0, MAX_INPUT_ISSUES);
     const first = issues[0];
     super(
       'input-invalid',
@@ -21,9 +32,10 @@ export class InputInvalid extends SluiceError {
         (first ? `: ${first.path.join('.') || '(root)'}: ${first.message}` : ''),
     );
     this.issues = issues;
+    this.omitted = all.length - issues.length;
   }
   get details(): unknown {
-    return { issues: this.issues };
+    return this.omitted > 0 ? { issues: this.issues, omitted: this.omitted } : { issues: this.issues };
   }
 }
 export const isInputInvalid = (e: unknown): e is InputInvalid => hasCode(e, 'input-invalid');
