@@ -119,23 +119,23 @@ export async function loadConfig(path?: string, cwd = process.cwd()): Promise<Sl
 }
 
 /**
- * The file's default export. jiti's interop (2.7) fails on a default export of `null` with a
- * TypeError of its own ("Cannot read properties of null"), raised after the file ran, which would
- * reach the operator instead of the check above. Only then is the file read once more without the
- * interop, to tell that case from a TypeError the file itself threw (which is passed on as it was).
+ * The file's default export. Read from the module's namespace, not through jiti's default
+ * interop, which hands back the named exports of a file without a default export (so their names
+ * were reported as unknown config keys) and fails with a TypeError of its own on a default export
+ * of `null`. A CommonJS file's `module.exports` is its default here.
  */
 async function importDefault(file: string): Promise<unknown> {
   const { createJiti } = await import('jiti');
-  const jiti = createJiti(import.meta.url, { interopDefault: true, moduleCache: false });
-  try {
-    return await jiti.import(file, { default: true });
-  } catch (error) {
-    if (!(error instanceof TypeError && /\bnull\b/.test(error.message))) throw error;
-    const plain = createJiti(import.meta.url, { interopDefault: false, moduleCache: false });
-    const raw = await plain.import<{ default?: unknown } | null>(file).catch(() => undefined);
-    if (raw?.default === null) return null;
-    throw error;
+  const jiti = createJiti(import.meta.url, { interopDefault: false, moduleCache: false });
+  const mod = await jiti.import<Record<string, unknown>>(file);
+  if (!Object.hasOwn(mod, 'default')) {
+    const named = Object.keys(mod);
+    throw new InvalidArgument(
+      `${file} must export a config object as its default export (it has none` +
+        (named.length > 0 ? `; its named exports: ${named.join(', ')})` : ')'),
+    );
   }
+  return mod.default;
 }
 
 /** The keys of `SluiceConfig`, checked when a file is loaded. */

@@ -51,7 +51,7 @@ describe('sluice migrate and ops with --config', () => {
       const bare = cli('ops', 'list', '--db', pg.url);
       expect([bare.status, bare.stderr]).toEqual([1, expect.stringMatching(/never migrated/)]);
 
-      const service = await startService(await loadConfig(file), { role: 'worker', logger: silent });
+      const service = await startService(await loadConfig(file), { role: 'api', port: 0, logger: silent });
       await service.stop({ graceMs: 0 });
     } finally {
       rmSync(dir, { recursive: true, force: true });

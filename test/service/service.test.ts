@@ -35,7 +35,7 @@ describe('configuration', () => {
     rmSync(at, { recursive: true, force: true });
   });
 
-  it('refuses a config file whose default export is null, in one line with its code', async () => {
+  it('refuses a config file whose default export is null, undefined or missing, in one line with its code', async () => {
     const at = mkdtempSync(join(tmpdir(), 'sluice-config-'));
     try {
       for (const name of ['null.config.ts', 'null.config.mjs']) {
@@ -57,6 +57,19 @@ describe('configuration', () => {
           /^sluice: invalid-argument: \S+null\.config\.ts must export a config object[^\n]*\n$/,
         ),
       ]);
+      // No default export: said so, with the named exports, not read as unknown keys.
+      writeFileSync(join(at, 'named.config.ts'), "export const db = './x.db';\n");
+      const named = await loadConfig(join(at, 'named.config.ts')).catch((e) => e);
+      expect([isInvalidArgument(named), named.message]).toEqual([
+        true,
+        expect.stringMatching(/as its default export \(it has none; its named exports: db\)$/),
+      ]);
+      writeFileSync(join(at, 'undefined.config.mjs'), 'export default undefined;\n');
+      const undef = await loadConfig(join(at, 'undefined.config.mjs')).catch((e) => e);
+      expect(undef.message).toMatch(/as its default export \(it exports undefined\)$/);
+      // CommonJS: module.exports is the default.
+      writeFileSync(join(at, 'cjs.config.cjs'), "module.exports = { db: './c.db' };\n");
+      expect(await loadConfig(join(at, 'cjs.config.cjs'))).toEqual({ db: './c.db' });
       // A TypeError the file throws itself is its own, and says so.
       writeFileSync(join(at, 'own.config.mjs'), 'const none = null;\nnone.db;\nexport default {};\n');
       const own = await loadConfig(join(at, 'own.config.mjs')).catch((e) => e);
