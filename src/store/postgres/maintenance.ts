@@ -53,7 +53,7 @@ export function rescue(ctx: PgContext, p: RescueParams): Promise<RescuedOperatio
     const expired = await q<Expired>(
       `SELECT o.*, t.now AS tx_now FROM (SELECT {s}.now_ms($1::bigint) AS now) t, {s}.operations o
         WHERE o.state = 'running' AND o.lease_expires_at < t.now
-        ORDER BY o.lease_expires_at LIMIT $2
+        ORDER BY o.lease_expires_at, o.seq LIMIT $2
           FOR UPDATE OF o SKIP LOCKED`,
       [ctx.now(), p.limit],
     );
@@ -68,13 +68,25 @@ export function rescue(ctx: PgContext, p: RescueParams): Promise<RescuedOperatio
       [expired.map((o) => o.seq)],
     );
     const journal = new Map(facts.map((f) => [`${f.tenant}\u0000${f.op_id}`, f]));
-    const rescued = new Map<string, RescuedOperation>();
+    const rescued: RescuedOperation[] = [];
     const ready = new Set<string>();
     // Operations that went back to the queue, per class: the class counters move last.
     const requeued = new Map<string, number>();
-    // Queue rows are locked in (class, tenant) order, as everywhere else.
-    const ordered = [...expired].sort((a, b) => byteOrder(a.class, b.class) || byteOrder(a.tenant, b.tenant));
-    for (const op of ordered) {
+    // Queue rows are locked in (class, tenant) order, as everywhere else, all before the first
+    // entry; the entries are then made in the order the leases expired, as on SQLite: an idle
+    // tenant re-entering the queue is raised to the least-served tenant's virtual time, so the
+    // order of one rescue's entries decides who is served next.
+    const pairs = [...new Map(expired.map((o) => [`${o.class}\u0000${o.tenant}`, o])).values()].sort(
+      (a, b) => byteOrder(a.class, b.class) || byteOrder(a.tenant, b.tenant),
+    );
+    await q(
+      `SELECT 1 FROM {s}.queues q
+         JOIN unnest($1::text[], $2::text[]) AS k(class, tenant) ON q.class = k.class AND q.tenant = k.tenant
+        ORDER BY q.class COLLATE "C", q.tenant COLLATE "C"
+          FOR UPDATE OF q`,
+      [pairs.map((o) => o.class), pairs.map((o) => o.tenant)],
+    );
+    for (const op of expired) {
       const fact = journal.get(`${op.tenant}\u0000${op.id}`);
       const expiries = op.lease_expiries + 1;
       const decision = afterLeaseExpiry(
@@ -126,7 +138,7 @@ export function rescue(ctx: PgContext, p: RescueParams): Promise<RescuedOperatio
       } else {
         await q('SELECT {s}.queue_leave($1, $2, 0, 1)', [op.class, op.tenant]);
       }
-      rescued.set(op.seq, {
+      rescued.push({
         tenant: op.tenant,
         id: op.id,
         kind: op.kind,
@@ -142,8 +154,7 @@ export function rescue(ctx: PgContext, p: RescueParams): Promise<RescuedOperatio
       ]);
     }
     if (ctx.notify) for (const cls of ready) await q('SELECT pg_notify({s}.wakeup_channel(), $1)', [cls]);
-    // Reported in the order of lease expiry, as SQLite does.
-    return expired.map((o) => rescued.get(o.seq)!);
+    return rescued;
   });
 }
 

@@ -15,7 +15,7 @@ export function rescue(ctx: SqliteContext, p: RescueParams): RescuedOperation[] 
   return ctx.write((now) => {
     const expired = ctx
       .stmt(
-        `SELECT * FROM operations WHERE state = 'running' AND lease_expires_at < ? ORDER BY lease_expires_at LIMIT ?`,
+        `SELECT * FROM operations WHERE state = 'running' AND lease_expires_at < ? ORDER BY lease_expires_at, seq LIMIT ?`,
       )
       .all(now, p.limit) as RawOperation[];
     return expired.map((op) => {

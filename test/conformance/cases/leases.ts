@@ -309,6 +309,31 @@ export function leaseCases(t: CaseRegistry): void {
       ]);
     });
 
+    g.test('one rescue of two tenants re-queues them in the order their leases expired', async (fx) => {
+      const { store, clock } = fx;
+      // A is served five times, B once: A's virtual time is ahead of B's.
+      await store.operationSubmitMany([1, 2, 3, 4, 5].map((i) => submitParams({ tenant: 'A', id: `a${i}` })));
+      await store.operationSubmitMany([submitParams({ tenant: 'B', id: 'b1' })]);
+      const rows = await claim(store, { limit: 6, leaseMs: LEASE_MS });
+      expect(rows.map((r) => r.tenant)).toEqual(['A', 'B', 'A', 'A', 'A', 'A']);
+      const a = rows.filter((r) => r.tenant === 'A');
+      // A's last one is heartbeated later, so B's lease expires first; A's other four end.
+      clock.advance(1000);
+      expect((await store.leaseExtendMany({ leases: [leaseOf(a[4]!)], leaseMs: LEASE_MS }))[0]?.ok).toBe(
+        true,
+      );
+      expect(
+        await store.attemptFinishMany(
+          a.slice(0, 4).map((r) => ({ lease: leaseOf(r), outcome: 'succeeded', result: 1 })),
+        ),
+      ).toEqual([true, true, true, true]);
+      clock.advance(LEASE_MS + 1);
+      const rescued = await store.leaseRescue(RESCUE);
+      expect(rescued.map((r) => `${r.tenant}/${r.id}:${r.to}`)).toEqual(['B/b1:queued', 'A/a5:queued']);
+      // B re-entered first, behind fewer claims: it is served first.
+      expect((await claim(store, { limit: 1 })).map((r) => r.tenant)).toEqual(['B']);
+    });
+
     g.test('the rescuer works in bounded batches', async (fx) => {
       await fx.store.operationSubmitMany(['a', 'b', 'c'].map((id) => submitParamsFor(id)));
       expect(await claim(fx.store, { limit: 3 })).toHaveLength(3);
