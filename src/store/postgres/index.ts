@@ -12,7 +12,8 @@
  * (the hot paths are functions installed by the migrations). Admission and budgets hold across
  * processes because every count is checked under the lock of the row that holds it: the queue
  * row (tenant caps), the class row (`maxQueued`), the budget rows (spend, call rate), an
- * advisory lock for retry-budget takes. migrations/0002_admission.sql gives the lock order.
+ * advisory lock for retry-budget takes. migrations/0002_admission.sql gives the lock order, and
+ * 0024_budget_lock_order.sql its form for batches (every operation row, then every budget row).
  */
 import type { Store } from '../store.js';
 import type { ListParams, QueueStat, SubmitOutcome, SubmitParams } from '../types.js';

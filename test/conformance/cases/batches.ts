@@ -167,6 +167,40 @@ export function batchCases(t: CaseRegistry): void {
       expect((await store.budgetUsage({ prefix: 'spend:', since: 0 })).map((u) => u.reserved)).toEqual([4]);
     });
 
+    g.test('effect begins with budget draws: a window no item drew on is not left behind', async (fx) => {
+      const { store } = fx;
+      await store.operationSubmitMany(['a', 'b', 'c'].map((id) => submitParams({ id })));
+      const [a, b, c] = await claim(store, { limit: 3 });
+      const spend = (key: string, cost: number) => [{ key, limit: 10, windowMs: 60_000, cost }];
+      const out = await store.effectBeginMany([
+        {
+          lease: leaseOf(a!),
+          name: 'charge',
+          key: 'k-a',
+          spend: [...spend('spend:x', 11), ...spend('spend:y', 1)],
+        },
+        { lease: leaseOf(b!), name: 'charge', key: 'k-b', spend: spend('spend:y', 2) },
+        {
+          lease: { ...leaseOf(c!), epoch: c!.epoch + 1 },
+          name: 'charge',
+          key: 'k-c',
+          spend: spend('spend:z', 1),
+        },
+      ]);
+      expect(out.map((o) => (o.ok ? 'created' : (o.error as { code: string }).code))).toEqual([
+        'budget-exhausted',
+        'created',
+        'lease-lost',
+      ]);
+      expect(
+        (await store.budgetUsage({ prefix: 'spend:', since: 0 })).map((u) => [
+          u.key,
+          u.reserved,
+          u.committed,
+        ]),
+      ).toEqual([['spend:y', 2, 0]]);
+    });
+
     g.test('effect marks: two effects of one operation, fenced and state-checked per item', async (fx) => {
       const { store } = fx;
       await store.operationSubmitMany(['a', 'b', 'c'].map((id) => submitParams({ id })));
