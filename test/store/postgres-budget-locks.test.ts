@@ -10,6 +10,9 @@
  * `deadlock_timeout` and the store ran the loser again, so every call still succeeded. The cases
  * count the deadlocks the server reports for this file's database (each store has one
  * connection, whose statistics are flushed before they are read).
+ *
+ * The purge deletes old budget windows without ever waiting for one, so it cannot close a cycle
+ * with a transaction settling in them either.
  */
 import type pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -58,7 +61,7 @@ async function processes(ids: Record<string, 'N' | 'S'>) {
   await a.operationSubmitMany(Object.entries(ids).map(([id, tenant]) => submitParams({ tenant, id })));
   const rows = await claim(a, { limit: Object.keys(ids).length, leaseMs: 600_000 });
   const lease = new Map(rows.map((r: OperationRow) => [r.id, leaseOf(r)]));
-  return { schema, a, b, lease: (id: string) => lease.get(id)! };
+  return { schema, clock, a, b, lease: (id: string) => lease.get(id)! };
 }
 
 const pidOf = async (c: pg.Pool | pg.Client) =>
@@ -209,5 +212,36 @@ describe('pg: budget rows locked in (key, window_start) order across a batch', (
         [spendKey('S'), 0, 2],
       ]);
     });
+  });
+});
+
+describe('pg: the purge and budget rows', () => {
+  it('leaves an old window another transaction holds for its next pass, never waiting for it', async () => {
+    const { schema, a, lease, clock } = await processes({ a1: 'N', a2: 'S' });
+    await a.effectBeginMany([begin(lease('a1')), begin(lease('a2'))]);
+    // Both windows ended more than a day ago.
+    clock.advance(3_600_000 + 86_400_000 + 1);
+    const pid = await pidOf(a.context.pool);
+    await holdsN.query('BEGIN');
+    await holdsN.query(`SELECT 1 FROM "${schema}".budgets WHERE key = $1 FOR UPDATE`, [spendKey('N')]);
+    const purge = () => a.retentionPurge({ retentionMs: 86_400_000, tombstoneMs: 86_400_000, limit: 10 });
+    let settled = false;
+    const first = purge().finally(() => {
+      settled = true;
+    });
+    let waited = false;
+    try {
+      while (!settled && !waited) {
+        const { rows } = await watch.query<{ by: number[] }>('SELECT pg_blocking_pids($1) AS by', [pid]);
+        waited = rows[0]!.by.length > 0;
+      }
+    } finally {
+      await holdsN.query('COMMIT');
+    }
+    await first;
+    expect(waited, 'the purge waited for a budget row').toBe(false);
+    expect(await spend(a)).toEqual([[spendKey('N'), 1, 0]]);
+    await purge();
+    expect(await spend(a)).toEqual([]);
   });
 });

@@ -6,8 +6,8 @@
  * colliding, and a row some other transaction holds (a finishing attempt, a cancel) is left
  * for the next pass.
  *
- * The purge also deletes budget windows that ended more than a day ago and retry-budget buckets
- * older than a day.
+ * The purge also deletes budget windows that ended more than a day ago (skipping, as it skips
+ * operations, those another transaction holds) and retry-budget buckets older than a day.
  *
  * The rescuer decides with core/decisions.ts `afterLeaseExpiry`, on facts read from the journal
  * after the rows are locked (a later statement: it sees every effect written before the lock).
@@ -221,10 +221,17 @@ export function purge(
       `WITH d AS (DELETE FROM {s}.tombstones WHERE finished_at < $1 RETURNING 1) SELECT count(*)::integer AS n FROM d`,
       [ms(now - p.tombstoneMs)],
     );
-    // Old budget windows and retry-budget buckets: nothing reads them a day after they ended.
-    await q('DELETE FROM {s}.budgets WHERE window_start < $1 AND window_start + window_ms < $1', [
-      ms(now - DAY_MS),
-    ]);
+    // Old budget windows and retry-budget buckets: nothing reads them a day after they ended. A
+    // window another transaction holds (settling what an effect reserved in it) is left for the
+    // next pass: the purge never waits for a budget row, so it cannot close a cycle with one that
+    // takes them in (key, window_start) order (migrations/0024_budget_lock_order.sql).
+    await q(
+      `DELETE FROM {s}.budgets
+        WHERE (key, window_start) IN (SELECT key, window_start FROM {s}.budgets
+                                       WHERE window_start < $1 AND window_start + window_ms < $1
+                                         FOR UPDATE SKIP LOCKED)`,
+      [ms(now - DAY_MS)],
+    );
     await q('DELETE FROM {s}.retry_budget WHERE bucket < $1', [ms(now - DAY_MS)]);
     return { purged: old.length, tombstonesDeleted: deleted[0]?.n ?? 0 };
   });
