@@ -9,23 +9,20 @@
  * A mark still queued can be taken back by its attempt, to be written with the attempt's end
  * instead (effects/attempt-marks.ts).
  *
- * Effects that draw on budgets are written one by one: a batch would lock several budget rows in
- * the order of its items, and two processes' batches in different orders could deadlock.
+ * Effects that draw on budgets go in the same batches: a batch takes its budget rows in one pass,
+ * in the stores' order, so two processes' batches cannot deadlock over them (PostgreSQL's
+ * migration 24; SQLite's writers take turns).
  */
 import type { Batcher } from '../runtime/batcher.js';
-import type { Store } from '../store/store.js';
 import type { EffectBeginParams, EffectBeginResult, EffectMarkParams, Settled } from '../store/types.js';
 import type { Journal } from './run-effect.js';
 
 export function batchedJournal(
-  store: Store,
   begins: Batcher<EffectBeginParams, Settled<EffectBeginResult>>,
   marks: Batcher<EffectMarkParams, boolean>,
 ): Journal {
   return {
     async begin(params) {
-      if ((params.spend?.length ?? 0) > 0 || (params.rates?.length ?? 0) > 0)
-        return store.effectBegin(params);
       const settled = await begins.add(params);
       if (!settled.ok) throw settled.error;
       return settled.value;

@@ -188,7 +188,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     for (const [cls, n] of this.slots) if (n > 0) this.channels.set(cls, this.channel(cls, n));
     this.begins = new Batcher((items) => env.store.effectBeginMany(items));
     this.marks = new Batcher((items) => env.store.effectMarkMany(items));
-    this.journal = batchedJournal(env.store, this.begins, this.marks);
+    this.journal = batchedJournal(this.begins, this.marks);
     this.tempDirs = new TempDirs(options.tempRoot ?? join(tmpdir(), 'sluice'));
   }
 

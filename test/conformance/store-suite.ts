@@ -40,6 +40,7 @@ export type { ConformanceSkip, StoreFactory, StoreFixture } from './fixtures.js'
 export interface CaseRegistry {
   group(name: string, body: (g: CaseRegistry) => void): void;
   /** A case that closes its store returns 'closed': the counters cannot be checked after it. */
+  // biome-ignore lint/suspicious/noConfusingVoidType: a case's body returns nothing, or 'closed'.
   test(name: string, fn: (fx: StoreFixture) => Promise<void | 'closed'>): void;
 }
 

@@ -1,7 +1,8 @@
 /**
  * @module bench/probes/drain
  * One worker engine at its defaults drains a backlog of no-op operations of one tenant (with
- * `--effect`, operations of one journaled effect each, at the bench's in-process provider stubs):
+ * `--effect`, operations of one journaled effect each, at the bench's in-process provider stubs;
+ * `--budget` makes each effect draw on a provider's spend budget and call rate):
  * operations/s, Node CPU per operation, and the hot loop's store calls (count, mean latency,
  * through the bench's own call counter). For A/B runs of a change, `--against <dist/index.js>`
  * loads that build too and alternates the two round by round in this process (load.ts).
@@ -11,7 +12,7 @@
  * ids, as clients' idempotency keys often are, instead of `o0`, `o1`, … (which a round's claims
  * take in nearly the order the ids sort).
  *
- *   node dist/probes/drain.js [--store pg|sqlite] [--ops 10000] [--effect] [--rounds 1] [--against PATH]
+ *   node dist/probes/drain.js [--store pg|sqlite] [--ops 10000] [--effect [--budget]] [--rounds 1] [--against PATH]
  *                             [--synchronous FULL|NORMAL] [--ids seq|uuid]
  */
 import { randomUUID } from 'node:crypto';
@@ -42,6 +43,7 @@ const { values } = parseArgs({
     store: { type: 'string', default: 'pg' },
     ops: { type: 'string', default: '10000' },
     effect: { type: 'boolean', default: false },
+    budget: { type: 'boolean', default: false },
     rounds: { type: 'string', default: '1' },
     against: { type: 'string' },
     synchronous: { type: 'string', default: 'FULL' },
@@ -58,13 +60,28 @@ async function drain(s: Sluice): Promise<{ rate: number; cpu: number; calls: str
   await base.migrate();
   const counts = new CallCounts();
   const store = counted(base, counts);
-  const engine = new s.Sluice({ store });
+  // With --budget, every effect draws one unit on a per-tenant spend budget and a global call
+  // rate, both far above what a run uses: the begins then carry budget rows to lock and draw.
+  const engine = new s.Sluice({
+    store,
+    ...(values.budget
+      ? {
+          providers: {
+            pay: {
+              perTenant: { limit: 1_000_000_000, windowMs: 3_600_000 },
+              rate: { limit: 1_000_000_000, windowMs: 60_000 },
+            },
+          },
+        }
+      : {}),
+  });
   const provider = new ProviderShards(n);
   engine.define('noop', {
     input: z.object({ i: z.number() }),
     run: async (x, ctx) => {
       if (!values.effect) return undefined;
       const charge = await ctx.effect<Charge>('charge', {
+        ...(values.budget ? { provider: 'pay', cost: 1 } : {}),
         call: ({ key, signal }) =>
           provider.charge(x.i, { key, params: { invoice: x.i, amount_cents: 1 }, signal }),
       });
@@ -100,7 +117,7 @@ for (const [i, build] of builds.entries()) {
   const rates = runs.map((r) => r.rate);
   console.log(
     `${build.label} ${values.store}${values.store === 'sqlite' ? ` ${synchronous}` : ''}` +
-      `${values.effect ? ' (one effect)' : ''}${values.ids === 'uuid' ? ', UUID ids' : ''}: ` +
+      `${values.effect ? (values.budget ? ' (one budgeted effect)' : ' (one effect)') : ''}${values.ids === 'uuid' ? ', UUID ids' : ''}: ` +
       `${Math.round(quantile(rates, 0.5))} ops/s (${rates.map(Math.round).join(', ')}), ` +
       `Node CPU ${Math.round(
         quantile(
