@@ -4,7 +4,7 @@
  * tenant, running attempts, temp bytes, DB connections, spend, the retry budget), and the
  * cardinality rule: a tenant label only on the queue gauges and spend.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import type { Sluice, Store, Worker } from '../../src/index.js';
 import { createEvents } from '../../src/observability/events.js';
@@ -103,6 +103,12 @@ describe('GET /metrics', () => {
     expect((await r.h.sluice.wait({ tenant: 'north', id: 'O7' })).state).toBe('succeeded');
     expect((await post('paid', { kind: 'paid', input: { cents: 1234 } })).status).toBe(202);
     await gate.arrived;
+    // The effect's mark is written with the journal's next batch, not before the handler goes on
+    // (ADR 6): the spend is committed once the journal says so.
+    await vi.waitFor(async () => {
+      const [effect] = await r.h.store.effectList({ tenant: 'north', id: 'paid' });
+      expect(effect?.state).toBe('committed');
+    });
 
     const res = await r.call('GET', '/metrics', { key: null });
     expect(res.status).toBe(200);
