@@ -12,8 +12,9 @@
 -- batch's first item and another's second could hold one budget row each and wait for the other's:
 -- the server broke the cycle after `deadlock_timeout` (1 s), the store ran the loser again, and
 -- after four such failures its caller got `store-serialization`. Workers whose rounds settle the
--- same budgets met it through the marks; the engine writes begins that draw on a budget one at a
--- time (effects/journal.ts, for this reason), other callers of a batch met it through the begins.
+-- same budgets met it through the marks; the engine wrote begins that draw on a budget one at a
+-- time for this reason, and other callers of a batch met it through the begins. Since this version
+-- the engine batches those begins too (effects/journal.ts).
 --
 -- The order every transaction now takes its row locks in:
 --
