@@ -111,6 +111,7 @@ describe('migrations', () => {
         { version: 22, name: 'submit_one_refusal_rereads' },
         { version: 23, name: 'attempt_rows_own_error' },
         { version: 24, name: 'budget_lock_order' },
+        { version: 25, name: 'seq_after_purge' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace

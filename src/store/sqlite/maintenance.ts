@@ -115,6 +115,12 @@ export function purge(ctx: SqliteContext, p: PurgeParams): { purged: number; tom
       ctx.stmt('DELETE FROM events WHERE tenant = ? AND op_id = ?').run(op.tenant, op.id);
       ctx.stmt('DELETE FROM operations WHERE seq = ?').run(op.seq);
     }
+    // The positions just freed stay taken (migration 25): SQLite would otherwise give the newest
+    // of them to the next submit.
+    if (old.length > 0)
+      ctx
+        .stmt('UPDATE seq_floor SET seq = max(seq, ?)')
+        .run(old.reduce((top, op) => Math.max(top, op.seq), 0));
     const tombs = ctx.stmt('DELETE FROM tombstones WHERE finished_at < ?').run(now - p.tombstoneMs);
     // Old budget windows and retry-budget buckets: nothing reads them a day after they ended.
     ctx

@@ -20,6 +20,14 @@ const LOOKUP = `SELECT ${operationColumns('o')}, t.digest FROM (SELECT 1) AS one
   LEFT JOIN operations o ON o.tenant = @tenant AND o.id = @id
   LEFT JOIN tombstones t ON t.tenant = @tenant AND t.id = @id`;
 
+/**
+ * The new row's `seq`: NULL, so SQLite numbers it one past the highest left, unless the purge has
+ * removed positions at or above that (migration 25): then the one after them, so a cursor taken
+ * before the purge never passes a later operation.
+ */
+const SEQ_AFTER_PURGED = `(SELECT f.seq + 1 FROM seq_floor f
+  WHERE f.seq >= coalesce((SELECT max(seq) FROM operations), 0))`;
+
 export function submitMany(ctx: SqliteContext, items: SubmitParams[]): SubmitOutcome[] {
   return ctx.write((now) => items.map((item) => submitOne(ctx, item, now)));
 }
@@ -71,9 +79,9 @@ function submitOne(ctx: SqliteContext, p: SubmitParams, now: number): SubmitOutc
   const deadlineAt = p.deadlineMs === null ? null : now + p.deadlineMs;
   const { seq } = ctx
     .stmt(
-      `INSERT INTO operations (tenant, id, kind, class, digest, input, state, max_attempts, run_after,
+      `INSERT INTO operations (seq, tenant, id, kind, class, digest, input, state, max_attempts, run_after,
                                deadline_at, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)
+       VALUES (${SEQ_AFTER_PURGED}, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)
        RETURNING seq`,
     )
     .get(

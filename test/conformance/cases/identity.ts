@@ -207,5 +207,28 @@ export function identityCases(t: CaseRegistry): void {
       const [elsewhere] = await store.operationSubmitMany([submitParams({ tenant: 'South' })]);
       expect(elsewhere?.status).toBe('created');
     });
+
+    g.test('a purge of the newest operations never frees their positions for the next submit', async (fx) => {
+      const { store, clock } = fx;
+      const first = rowOf((await store.operationSubmitMany([submitParams({ id: 'older' })]))[0]);
+      const newest = rowOf((await store.operationSubmitMany([submitParams({ id: 'newest' })]))[0]);
+      for (let i = 0; i < 2; i++) {
+        const running = await claimOne(store);
+        await store.attemptFinishMany([{ lease: leaseOf(running), outcome: 'succeeded', result: null }]);
+      }
+      // A reader's cursor: everything up to the newest operation seen.
+      const cursor = newest.seq;
+      expect(cursor).toBeGreaterThan(first.seq);
+      clock.advance(10_001);
+      const purge = await store.retentionPurge({ retentionMs: 10_000, tombstoneMs: 100_000, limit: 10 });
+      expect(purge.purged).toBe(2);
+      const next = rowOf((await store.operationSubmitMany([submitParams({ id: 'after-purge' })]))[0]);
+      expect(next.seq).toBeGreaterThan(cursor);
+      const listed = await store.operationList({ tenant: 'North', after: cursor, limit: 10 });
+      expect(listed.map((r) => r.id)).toEqual(['after-purge']);
+      // Once a newer row exists, numbering goes on from it.
+      const later = rowOf((await store.operationSubmitMany([submitParams({ id: 'later' })]))[0]);
+      expect(later.seq).toBeGreaterThan(next.seq);
+    });
   });
 }
