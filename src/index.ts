@@ -47,6 +47,7 @@ export {
   type SubmitRequest,
   type SubmitResult,
 } from './sluice.js';
+export type { MigrationStatus } from './store/migrations.js';
 export { type PostgresOptions, type PostgresStore, postgresStore } from './store/postgres/index.js';
 export { type SqliteOptions, type SqliteStore, sqliteStore } from './store/sqlite/index.js';
 export type { Store } from './store/store.js';

@@ -8,6 +8,7 @@
 import { existsSync } from 'node:fs';
 import { loadConfig } from '../config/config.js';
 import { InvalidArgument } from '../core/errors/index.js';
+import { schemaNewerError } from '../store/migrations.js';
 import { sqliteStore } from '../store/sqlite/index.js';
 import type { Store } from '../store/store.js';
 
@@ -89,9 +90,14 @@ export async function openStoreFromFlags(
   return { store, db };
 }
 
-/** Refuses a store whose schema is older than this code's, naming the command that fixes it. */
+/**
+ * Refuses a store whose schema is older than this code's, naming the command that fixes it, and
+ * one a newer build migrated past a version it marked breaking (`store-schema-newer`).
+ */
 export async function assertMigrated(store: Store, db: string | undefined): Promise<void> {
-  const { applied, latest } = await store.migrationStatus();
+  const status = await store.migrationStatus();
+  if (status.breakingAhead !== null) throw schemaNewerError(status);
+  const { applied, latest } = status;
   if (applied >= latest) return;
   const how = `run \`sluice migrate${db ? ` --db ${redact(db)}` : ''}\``;
   throw new InvalidArgument(

@@ -16,6 +16,7 @@
  */
 
 import type { ErrorRecord } from '../core/errors/index.js';
+import type { MigrationStatus } from './migrations.js';
 import type {
   AttemptRow,
   BudgetCharge,
@@ -55,10 +56,14 @@ export interface WakeInterest {
 
 export interface Store {
   readonly dialect: 'sqlite' | 'postgres';
-  /** Applies pending migrations. Safe to call from several processes at once. */
+  /**
+   * Applies pending migrations. Safe to call from several processes at once. Refuses with
+   * `store-schema-newer`, changing nothing, when a newer build has applied a migration it marked
+   * breaking for older builds.
+   */
   migrate(): Promise<void>;
-  /** The highest migration applied to the store (0: never migrated) and the latest this code has. */
-  migrationStatus(): Promise<{ applied: number; latest: number }>;
+  /** The highest migration applied to the store, the latest this code has, and any breaking one ahead. */
+  migrationStatus(): Promise<MigrationStatus>;
   close(): Promise<void>;
   /** The store's clock, in epoch milliseconds. */
   now(): Promise<number>;

@@ -12,6 +12,7 @@ export type StoreErrorReason =
   | 'serialization'
   | 'unique-violation'
   | 'statement-timeout'
+  | 'schema-newer'
   | 'unknown';
 
 const RETRYABLE: Record<StoreErrorReason, boolean> = {
@@ -20,6 +21,7 @@ const RETRYABLE: Record<StoreErrorReason, boolean> = {
   serialization: true,
   'unique-violation': false,
   'statement-timeout': true,
+  'schema-newer': false,
   unknown: false,
 };
 

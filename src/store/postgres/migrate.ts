@@ -7,12 +7,13 @@
  * re-reads the applied versions only once it holds it, so every migration is applied exactly
  * once and a failed one leaves nothing behind. `SET LOCAL search_path` points the migration's
  * unqualified names at the schema for this transaction only; the connection goes back to the
- * pool as it came.
+ * pool as it came. A schema a newer build migrated past a breaking version is refused before
+ * anything is applied (store/migrations.ts).
  */
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
-import { loadMigrations } from '../migrations.js';
-import type { PgContext } from './connection.js';
+import { loadMigrations, type MigrationStatus, schemaNewerError } from '../migrations.js';
+import type { PgContext, Query } from './connection.js';
 import { classifyPgError } from './errors.js';
 
 const DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
@@ -37,7 +38,15 @@ export async function migratePostgres(ctx: PgContext): Promise<void> {
     ]);
     await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
     await client.query(`CREATE TABLE IF NOT EXISTS ${s}.migrations (
-      version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)`);
+      version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL,
+      breaking boolean NOT NULL DEFAULT true)`);
+    // Schemas migrated before migrations were marked: every version they hold counts as breaking.
+    // Looked up first, so a migrate with nothing to do takes no lock on the table.
+    const query: Query = async (sql, values) => (await client.query(sql, values)).rows;
+    if (!(await hasBreakingColumn(query, `${s}.migrations`)))
+      await client.query(`ALTER TABLE ${s}.migrations ADD COLUMN breaking boolean NOT NULL DEFAULT true`);
+    const status = await readStatus(query, `${s}.migrations`, migrations.at(-1)?.version ?? 0, true);
+    if (status.breakingAhead !== null) throw schemaNewerError(status);
     const applied = new Set(
       (await client.query<{ version: number }>(`SELECT version FROM ${s}.migrations`)).rows.map(
         (r) => r.version,
@@ -48,9 +57,9 @@ export async function migratePostgres(ctx: PgContext): Promise<void> {
       await client.query(`SET LOCAL search_path TO ${s}, pg_temp`);
       await client.query(migration.sql);
       await client.query(
-        `INSERT INTO ${s}.migrations (version, name, applied_at)
-         VALUES ($1, $2, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)`,
-        [migration.version, migration.name],
+        `INSERT INTO ${s}.migrations (version, name, applied_at, breaking)
+         VALUES ($1, $2, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, $3)`,
+        [migration.version, migration.name, migration.breaking],
       );
     }
     await client.query('COMMIT');
@@ -63,13 +72,37 @@ export async function migratePostgres(ctx: PgContext): Promise<void> {
   }
 }
 
-/** The highest applied migration version (0 when the schema was never migrated) and the latest there is. */
-export async function migrationStatusPostgres(ctx: PgContext): Promise<{ applied: number; latest: number }> {
+/** The highest applied migration version (0 when the schema was never migrated) against this build's. */
+export async function migrationStatusPostgres(ctx: PgContext): Promise<MigrationStatus> {
   const latest = loadMigrations(DIR).at(-1)?.version ?? 0;
-  const [table] = await ctx.query<{ r: string | null }>('SELECT to_regclass($1)::text AS r', [
-    `${ctx.quoted}.migrations`,
-  ]);
-  if (!table?.r) return { applied: 0, latest };
-  const [row] = await ctx.query<{ v: number | null }>('SELECT max(version) AS v FROM {s}.migrations');
-  return { applied: row?.v ?? 0, latest };
+  const table = `${ctx.quoted}.migrations`;
+  return ctx.tx(async (query) => {
+    const [found] = await query<{ r: string | null }>('SELECT to_regclass($1)::text AS r', [table]);
+    if (!found?.r) return { applied: 0, latest, breakingAhead: null };
+    return readStatus(query, table, latest, await hasBreakingColumn(query, table));
+  });
+}
+
+async function hasBreakingColumn(query: Query, table: string): Promise<boolean> {
+  const rows = await query<{ found: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM pg_attribute
+                     WHERE attrelid = to_regclass($1) AND attname = 'breaking' AND NOT attisdropped) AS found`,
+    [table],
+  );
+  return rows[0]?.found === true;
+}
+
+async function readStatus(
+  query: Query,
+  table: string,
+  latest: number,
+  marked: boolean,
+): Promise<MigrationStatus> {
+  // Without the column every version counts as breaking, as migrate() would record it.
+  const rows = await query<{ applied: number | null; ahead: number | null }>(
+    `SELECT max(version) AS applied, max(version) FILTER (WHERE version > $1 AND ${marked ? 'breaking' : 'true'}) AS ahead
+       FROM ${table}`,
+    [latest],
+  );
+  return { applied: rows[0]?.applied ?? 0, latest, breakingAhead: rows[0]?.ahead ?? null };
 }

@@ -2,40 +2,64 @@
  * @module store/sqlite/migrate
  * Applies the SQLite migrations. Each runs in its own `BEGIN IMMEDIATE` transaction that first
  * re-reads the applied versions, so processes migrating the same file at once apply each
- * migration exactly once (the write lock serialises them).
+ * migration exactly once (the write lock serialises them). A file a newer build migrated past a
+ * breaking version is refused before anything is applied (store/migrations.ts).
  */
 import { fileURLToPath } from 'node:url';
-import { loadMigrations } from '../migrations.js';
+import { loadMigrations, type MigrationStatus, schemaNewerError } from '../migrations.js';
 import type { SqliteContext } from './connection.js';
 
 const DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
 
 export function migrateSqlite(ctx: SqliteContext): void {
+  const migrations = loadMigrations(DIR);
   ctx.write(() => {
     ctx.db.exec(`CREATE TABLE IF NOT EXISTS sluice_migrations (
-      version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`);
+      version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL,
+      breaking INTEGER NOT NULL DEFAULT 1)`);
+    // Files migrated before migrations were marked: every version they hold counts as breaking.
+    if (!hasBreakingColumn(ctx))
+      ctx.db.exec('ALTER TABLE sluice_migrations ADD COLUMN breaking INTEGER NOT NULL DEFAULT 1');
+    const status = readStatus(ctx, migrations.at(-1)?.version ?? 0);
+    if (status.breakingAhead !== null) throw schemaNewerError(status);
   });
-  for (const migration of loadMigrations(DIR)) {
+  for (const migration of migrations) {
     ctx.write((now) => {
       const done = ctx.db.prepare('SELECT 1 FROM sluice_migrations WHERE version = ?').get(migration.version);
       if (done) return;
       ctx.db.exec(migration.sql);
       ctx.db
-        .prepare('INSERT INTO sluice_migrations (version, name, applied_at) VALUES (?, ?, ?)')
-        .run(migration.version, migration.name, now);
+        .prepare('INSERT INTO sluice_migrations (version, name, applied_at, breaking) VALUES (?, ?, ?, ?)')
+        .run(migration.version, migration.name, now, migration.breaking ? 1 : 0);
     });
   }
 }
 
-/** The highest applied migration version (0 for a file never migrated) and the latest there is. */
-export function migrationStatusSqlite(ctx: SqliteContext): { applied: number; latest: number } {
+/** The highest applied migration version (0 for a file never migrated) against this build's. */
+export function migrationStatusSqlite(ctx: SqliteContext): MigrationStatus {
   const latest = loadMigrations(DIR).at(-1)?.version ?? 0;
   const table = ctx.db
     .prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sluice_migrations'`)
     .get();
-  if (!table) return { applied: 0, latest };
-  const row = ctx.db.prepare(`SELECT max(version) AS v FROM sluice_migrations`).get() as
-    | { v: number | null }
-    | undefined;
-  return { applied: row?.v ?? 0, latest };
+  if (!table) return { applied: 0, latest, breakingAhead: null };
+  return readStatus(ctx, latest);
+}
+
+function hasBreakingColumn(ctx: SqliteContext): boolean {
+  return (
+    ctx.db.prepare(`SELECT 1 FROM pragma_table_info('sluice_migrations') WHERE name = 'breaking'`).get() !==
+    undefined
+  );
+}
+
+function readStatus(ctx: SqliteContext, latest: number): MigrationStatus {
+  // Without the column every version counts as breaking, as the migration above would record it.
+  const breaking = hasBreakingColumn(ctx) ? 'breaking' : '1';
+  const row = ctx.db
+    .prepare(
+      `SELECT max(version) AS applied, max(CASE WHEN version > ? AND ${breaking} THEN version END) AS ahead
+         FROM sluice_migrations`,
+    )
+    .get(latest) as { applied: number | null; ahead: number | null };
+  return { applied: row.applied ?? 0, latest, breakingAhead: row.ahead };
 }
