@@ -570,11 +570,17 @@ export class Sluice {
           if (durationMs !== undefined) this.retryAfter.observe(row.class, durationMs);
           this.changed(row.tenant, row.id);
         },
+        onStopped: (stopped) => this.workers.delete(stopped),
       },
       options,
     );
     this.workers.add(worker);
     return worker;
+  }
+
+  /** @internal Workers made by this engine and not stopped yet (tests). */
+  get workerCount(): number {
+    return this.workers.size;
   }
 
   /** Rescues expired leases now (workers also do it periodically). */

@@ -76,22 +76,37 @@ export function validateAdmission(config: AdmissionConfig): void {
 }
 
 export class Admission {
-  private readonly cache = new Map<string, ResolvedTenantLimits>();
+  /**
+   * Resolved limits, per class for tenants with no configuration of their own and per (class,
+   * tenant) for the configured ones: bounded by the configuration, never by the tenants a
+   * long-running process has seen (tens of thousands come and go; one entry each was kept for
+   * ever).
+   */
+  private readonly byClass = new Map<string, ResolvedTenantLimits>();
+  private readonly byTenant = new Map<string, ResolvedTenantLimits>();
 
   constructor(private readonly config: AdmissionConfig = {}) {
     validateAdmission(config);
   }
 
+  /** How many resolutions are cached (tests). */
+  get cached(): number {
+    return this.byClass.size + this.byTenant.size;
+  }
+
   /** The limits of `tenant` in `cls`. */
   tenantLimits(cls: string, tenant: string): ResolvedTenantLimits {
-    const cacheKey = `${cls}\u0000${tenant}`;
-    let resolved = this.cache.get(cacheKey);
+    const tenants = this.config.tenants;
+    const configured = tenants !== undefined && Object.hasOwn(tenants, tenant);
+    const cache = configured ? this.byTenant : this.byClass;
+    const cacheKey = configured ? `${cls}\u0000${tenant}` : cls;
+    let resolved = cache.get(cacheKey);
     if (!resolved) {
       const layers = [
         DEFAULT_TENANT_LIMITS,
         this.config.classes?.[cls]?.tenant,
-        this.config.tenants?.[tenant]?.['*'],
-        this.config.tenants?.[tenant]?.[cls],
+        configured ? tenants[tenant]?.['*'] : undefined,
+        configured ? tenants[tenant]?.[cls] : undefined,
       ];
       resolved = { ...DEFAULT_TENANT_LIMITS };
       for (const layer of layers) {
@@ -100,7 +115,7 @@ export class Admission {
         if (layer.maxWaiting !== undefined) resolved.maxWaiting = layer.maxWaiting;
         if (layer.weight !== undefined) resolved.weight = layer.weight;
       }
-      this.cache.set(cacheKey, resolved);
+      cache.set(cacheKey, resolved);
     }
     return resolved;
   }

@@ -14,9 +14,12 @@
  *   snapshot.
  *
  * Label cardinality is bounded on purpose. `tenant` appears only on the queue gauges and the
- * spend gauge, where per-tenant numbers are the point and one series per (class, tenant) or
- * (provider, tenant) is what the store holds anyway; counters and histograms carry kind, class,
- * outcome, reason or provider — sets fixed by code — never a tenant or an operation id. A kind
+ * spend gauge, where per-tenant numbers are the point, and those, like `class_waiting`, have a
+ * series only while there is something to report: a (class, tenant) while it holds work, a
+ * (provider, tenant) with spend in the current window, a class while work waits in it or a kind
+ * of this engine is in it. The store keeps a row for every class and pair it ever saw; keys that
+ * come and go leave no series behind. Counters and histograms carry kind, class, outcome, reason
+ * or provider — sets fixed by code — never a tenant or an operation id. A kind
  * name that is not defined (a client's typo) is reported as `unknown`.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, type LabelValues, Registry } from 'prom-client';
@@ -332,12 +335,17 @@ class PromMetrics implements Metrics {
         for (const q of holdingWork(s)) g.set({ class: q.class, tenant: q.tenant }, q.running);
       },
     );
+    // Likewise a class: the store keeps a row for every class it ever saw, and classes that a
+    // deploy retired, or that only other processes define, must not keep a series each for ever.
+    // A class of this engine's kinds keeps one at 0, so its total reads 0 rather than absent.
     fromSnapshot(
       'class_waiting',
       'Operations waiting per class, all tenants (the class queue bound).',
       ['class'],
       (g, s) => {
-        for (const c of s.classes) g.set({ class: c.class }, c.waiting);
+        const own = new Set(this.source?.sluice.definedKinds().map((k) => k.class));
+        for (const c of s.classes)
+          if (c.waiting > 0 || own.has(c.class)) g.set({ class: c.class }, c.waiting);
       },
     );
     fromSnapshot(

@@ -128,6 +128,8 @@ export interface WorkerEnv {
   retryBudget: RetryBudgetConfig | false;
   events: SluiceEvents;
   onSettled(row: OperationRow, report: AttemptReport, durationMs?: number): void;
+  /** The worker has stopped: the engine forgets it (a process may replace its worker many times). */
+  onStopped(worker: Worker): void;
 }
 
 export interface WorkerEvents {
@@ -283,6 +285,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const graceMs = bounded('graceMs', options.graceMs, 10_000, { min: 0, max: MAX_TIMER_MS });
     if (this.state === 'stopped' || this.state === 'new') {
       this.state = 'stopped';
+      this.env.onStopped(this);
       return;
     }
     if (this.state === 'stopping') return;
@@ -312,6 +315,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     await (await this.unsubscribe)?.();
     this.tempDirs.removeOwn();
     this.state = 'stopped';
+    this.env.onStopped(this);
   }
 
   /** Runs the rescuer now (tests, CLI). */

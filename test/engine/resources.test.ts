@@ -133,6 +133,23 @@ describe('resources are released on every exit path', () => {
     expect(paths.every((p) => !existsSync(p))).toBe(true);
   });
 
+  it('forgets a worker once it has stopped, however often a process replaces its worker', async () => {
+    h = await harness();
+    h.sluice.define('note', { input: z.object({}), run: async () => 'ok' });
+    for (let i = 0; i < 50; i++) {
+      const worker = h.worker();
+      worker.start();
+      await h.sluice.submit({ tenant: 'North', id: `n${i}`, kind: 'note', input: {} });
+      await h.sluice.wait({ tenant: 'North', id: `n${i}` });
+      await worker.stop();
+    }
+    await h.worker().stop(); // made and stopped without a start
+    expect(h.sluice.workerCount).toBe(0);
+    const running = h.worker();
+    running.start();
+    expect(h.sluice.workerCount).toBe(1);
+  });
+
   it("sweeps the temporary folders of dead workers at start, and keeps a live sibling's", async () => {
     h = await harness();
     h.sluice.define('job', { input: z.object({}), run: () => null });

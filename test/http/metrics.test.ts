@@ -213,6 +213,42 @@ describe('GET /metrics', () => {
     }
   });
 
+  it("drops a class's series once nothing waits in it, unless a kind of this engine is in it", async () => {
+    const h = await harness();
+    try {
+      h.sluice.define('note', { input: z.object({}), run: async () => 'ok' });
+      const metrics = createMetrics();
+      const unbind = metrics.bind({ sluice: h.sluice });
+      // Another process's kinds, in classes this engine has none of: work put in, then cancelled,
+      // as a deploy that retired them leaves them. The store keeps a row for each.
+      const retired = Array.from({ length: 50 }, (_, i) => ({
+        tenant: 'elsewhere',
+        id: `r${i}`,
+        kind: `old.kind${i}`,
+        class: `retired${i}`,
+        digest: `d${i}`,
+        inputJson: '{}',
+        maxAttempts: 1,
+        deadlineMs: null,
+      }));
+      await h.store.operationSubmitMany(retired);
+      const waiting = samples(await metrics.scrape());
+      expect(waiting.get('sluice_class_waiting{class="retired0"}')).toBe(1);
+      for (const r of retired) await h.store.operationCancel({ tenant: r.tenant, id: r.id });
+      // And this engine's own class, empty again.
+      await h.sluice.submit({ tenant: 'north', id: 'n1', kind: 'note', input: {} });
+      await h.sluice.cancel({ tenant: 'north', id: 'n1' });
+
+      const s = samples(await metrics.scrape());
+      const classes = [...s.keys()].filter((k) => k.startsWith('sluice_class_waiting{'));
+      expect(classes).toEqual(['sluice_class_waiting{class="default"}']);
+      expect(s.get('sluice_class_waiting{class="default"}')).toBe(0);
+      unbind();
+    } finally {
+      await h.close();
+    }
+  });
+
   it('reports the store down rather than failing the scrape; unsubscribes on close', async () => {
     r = await rig();
     const before = r.h.sluice.events.listenerCount('submitted');
@@ -243,7 +279,12 @@ describe('GET /metrics', () => {
       budgetUsage: async () => [],
       retryBudgetStats: async () => ({ firstAttempts: 0, retries: 0, denials: 0 }),
     } as unknown as Store;
-    const engine = { store, events: createEvents(), kind: () => undefined } as unknown as Sluice;
+    const engine = {
+      store,
+      events: createEvents(),
+      kind: () => undefined,
+      definedKinds: () => [],
+    } as unknown as Sluice;
     const metrics = createMetrics();
     const unbind = metrics.bind({ sluice: engine });
     expect(samples(await metrics.scrape()).get('sluice_db_connections_in_use')).toBe(4);
