@@ -35,7 +35,7 @@ import { DEFAULT_RETENTION, purgeAll, type RetentionPolicy, rescueAll } from './
 import { Wakeup } from './queue/wakeup.js';
 import { operationKey } from './runtime/attempt.js';
 import { Batcher } from './runtime/batcher.js';
-import { type Kind, type KindDefinition, resolveKind, validateInput } from './runtime/kinds.js';
+import { KIND_NAME, type Kind, type KindDefinition, resolveKind, validateInput } from './runtime/kinds.js';
 import { Worker, type WorkerOptions } from './runtime/worker.js';
 import type { Store } from './store/store.js';
 import type { CancelOutcome, ReconcileEffect, SubmitOutcome, SubmitParams } from './store/types.js';
@@ -412,6 +412,10 @@ export class Sluice {
     if (request.state !== undefined && !OPERATION_STATES.includes(request.state)) {
       throw new InvalidArgument(`state must be one of ${OPERATION_STATES.join(', ')}`);
     }
+    // No kind outside the names a kind may have exists; and PostgreSQL refuses text holding NUL.
+    if (request.kind !== undefined && !KIND_NAME.test(request.kind)) {
+      throw new InvalidArgument(`kind must match ${KIND_NAME}`);
+    }
     let after = 0;
     if (request.cursor !== undefined) {
       // Decoding skips what is not base64url, so `!!!` would read as an empty cursor: the first page.
@@ -504,6 +508,8 @@ export class Sluice {
       const named = new Set<string>();
       for (const effect of resolution.effects) {
         if (named.has(effect.name)) throw new InvalidArgument(`effect ${effect.name} is named twice`);
+        if (effect.outcome === 'committed' && effect.reference?.includes('\u0000'))
+          throw new InvalidArgument(`the reference of effect ${effect.name} holds a NUL`);
         named.add(effect.name);
         if (!known.has(effect.name)) {
           const list = [...known].join(', ') || 'none';
@@ -641,11 +647,14 @@ function retryBudgetOf(given: Partial<RetryBudgetConfig> | undefined): RetryBudg
   };
 }
 
-/** Who did an operator action and why, as the HTTP API bounds them: both are kept in the history. */
+/**
+ * Who did an operator action and why, as the HTTP API bounds them: both are kept in the history.
+ * NUL is refused: PostgreSQL's text cannot hold it, and SQLite's would, so the stores would differ.
+ */
 function assertRecorded(who: { by: unknown; reason: unknown }): void {
   const text = (name: string, value: unknown, max: number) => {
-    if (typeof value !== 'string' || value.trim() === '' || value.length > max)
-      throw new InvalidArgument(`${name} must be 1–${max} characters, not all blank`);
+    if (typeof value !== 'string' || value.trim() === '' || value.length > max || value.includes('\u0000'))
+      throw new InvalidArgument(`${name} must be 1–${max} characters, not all blank, without NUL`);
   };
   text('by', who.by, 200);
   text('reason', who.reason, 2000);

@@ -64,8 +64,31 @@ function checkWindow(where: string, w: BudgetWindow | undefined): void {
   bounded(`${where}.windowMs`, w.windowMs ?? Number.NaN, 0, { min: 1, max: MAX_DURATION_MS, integer: true });
 }
 
+/**
+ * Marks the tenant in a per-tenant budget key (`spend:<provider>:tenant:<tenant>`). A tenant may
+ * contain it (a tenant is any visible ASCII), so a provider name may not: the first mark in a key
+ * is then always the provider's end, and a key names one tenant, read one way.
+ */
+const TENANT_MARK = ':tenant:';
+
+/**
+ * The provider and tenant of a spend budget key: `spend:<provider>:tenant:<tenant>`, or
+ * `spend:<provider>:*` (tenant `*`, all tenants); undefined for any other key.
+ */
+export function spendKeyParts(key: string): { provider: string; tenant: string } | undefined {
+  if (!key.startsWith('spend:')) return undefined;
+  const rest = key.slice('spend:'.length);
+  const mark = rest.indexOf(TENANT_MARK);
+  if (mark > 0) return { provider: rest.slice(0, mark), tenant: rest.slice(mark + TENANT_MARK.length) };
+  if (rest.endsWith(':*')) return { provider: rest.slice(0, -2), tenant: '*' };
+  return undefined;
+}
+
 export function validateBudgets(budgets: ProviderBudgets): void {
   for (const [name, b] of Object.entries(budgets)) {
+    if (name.includes(TENANT_MARK)) {
+      throw new InvalidArgument(`providers.${name}: a provider name may not contain ${TENANT_MARK}`);
+    }
     checkWindow(`providers.${name}.perTenant`, b.perTenant);
     checkWindow(`providers.${name}.global`, b.global);
     checkWindow(`providers.${name}.rate`, b.rate);

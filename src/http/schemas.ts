@@ -9,12 +9,18 @@
  * by `coerceQuery` below, driven by these schemas.
  */
 import { OPERATION_STATES } from '../core/states.js';
+import { KIND_NAME } from '../runtime/kinds.js';
 
 export type JsonSchema = Record<string, unknown>;
 
 /** 1–255 visible ASCII characters: the operation id and Idempotency-Key rule (core/identity.ts). */
 export const OPERATION_ID_PATTERN = '^[\\x21-\\x7e]{1,255}$';
 export const TENANT_PATTERN = '^[\\x21-\\x7e]{1,128}$';
+/**
+ * Free text the store keeps as text (an operator's `by` and `reason`, a provider reference):
+ * anything but NUL, which PostgreSQL's text cannot hold (a 500 from the store otherwise).
+ */
+const NO_NUL_PATTERN = '^[^\\u0000]*$';
 
 const nullable = (schema: JsonSchema): JsonSchema => ({
   ...schema,
@@ -257,7 +263,7 @@ export const listQuerySchema: JsonSchema = {
   additionalProperties: false,
   properties: {
     state: { type: 'string', enum: [...OPERATION_STATES] },
-    kind: { type: 'string', minLength: 1, maxLength: 64 },
+    kind: { type: 'string', pattern: KIND_NAME.source, description: 'A kind name.' },
     cursor: {
       type: 'string',
       pattern: '^[A-Za-z0-9_-]{1,64}$',
@@ -306,9 +312,16 @@ const who = {
     type: 'string',
     minLength: 1,
     maxLength: 200,
-    description: "Who acts (recorded). Default: the admin key's identity, `admin#<n>`.",
+    pattern: NO_NUL_PATTERN,
+    description: "Who acts (recorded), without NUL. Default: the admin key's identity, `admin#<n>`.",
   },
-  reason: { type: 'string', minLength: 1, maxLength: 2000, description: 'Why (recorded).' },
+  reason: {
+    type: 'string',
+    minLength: 1,
+    maxLength: 2000,
+    pattern: NO_NUL_PATTERN,
+    description: 'Why (recorded), without NUL.',
+  },
 };
 
 export const redriveBodySchema: JsonSchema = {
@@ -341,7 +354,7 @@ export const reconcileBodySchema: JsonSchema = {
           name: { type: 'string', minLength: 1, maxLength: 100 },
           outcome: { type: 'string', enum: ['committed', 'absent'] },
           result: {},
-          reference: { type: ['string', 'null'], maxLength: 500 },
+          reference: { type: ['string', 'null'], maxLength: 500, pattern: NO_NUL_PATTERN },
         },
       },
     },

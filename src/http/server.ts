@@ -52,6 +52,12 @@ export interface ServerOptions {
   metricsAuth?: 'none' | 'admin';
   /** Time for a whole request to arrive (slow clients). Default 30 s. */
   requestTimeoutMs?: number;
+  /**
+   * A connection on which nothing has moved, either way, for this long is closed: a client that
+   * stops reading its answers. Default twice `requestTimeoutMs` (60 s), so that a request that
+   * stops arriving is first answered `408`.
+   */
+  connectionTimeoutMs?: number;
 }
 
 /** Bytes a body may have beyond the input itself: `kind`, `deadlineMs`, whitespace. */
@@ -86,6 +92,7 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
   const metrics = options.metrics ?? createMetrics();
   const logger = (options.logger ?? sluice.log).child({ component: 'http' });
   const bodyLimit = options.bodyLimitBytes ?? defaultBodyLimit(sluice);
+  const requestTimeout = options.requestTimeoutMs ?? 30_000;
 
   const app = Fastify({
     loggerInstance: logger,
@@ -97,12 +104,16 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     exposeHeadRoutes: true,
     // The server answers 503 itself while closing (below), as a problem.
     return503OnClosing: false,
-    requestTimeout: options.requestTimeoutMs ?? 30_000,
+    requestTimeout,
+    // The request and header timeouts end once a request has arrived, and the keep-alive timeout
+    // starts only once an answer has been sent: a client that sends requests and never reads the
+    // answers held its connection, and every answer not yet sent, in memory for ever.
+    connectionTimeout: options.connectionTimeoutMs ?? 2 * requestTimeout,
     http: {
       // Node checks the request and header timeouts of open connections only this often
       // (30 s by default), so a 30 s limit fired after 30–60 s, headers after up to 90.
       connectionsCheckingInterval: 1000,
-      headersTimeout: options.requestTimeoutMs ?? 30_000,
+      headersTimeout: requestTimeout,
       // Answered below as a problem, instead of Node's bare 400.
       requireHostHeader: false,
     },

@@ -23,6 +23,7 @@
  * name that is not defined (a client's typo) is reported as `unknown`.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, type LabelValues, Registry } from 'prom-client';
+import { spendKeyParts } from '../admission/budgets.js';
 import type { OperationState } from '../core/states.js';
 import type { Worker } from '../runtime/worker.js';
 import type { Sluice } from '../sluice.js';
@@ -90,15 +91,6 @@ function dbConnectionsInUse(store: Store): number {
     return pool ? pool.totalCount - pool.idleCount : 0;
   }
   return 1;
-}
-
-/** `spend:<provider>:tenant:<tenant>` or `spend:<provider>:*` → its labels. */
-function spendLabels(key: string): { provider: string; tenant: string } | undefined {
-  const rest = key.slice('spend:'.length);
-  const marker = rest.indexOf(':tenant:');
-  if (marker > 0) return { provider: rest.slice(0, marker), tenant: rest.slice(marker + ':tenant:'.length) };
-  if (rest.endsWith(':*')) return { provider: rest.slice(0, -2), tenant: '*' };
-  return undefined;
 }
 
 class PromMetrics implements Metrics {
@@ -354,7 +346,7 @@ class PromMetrics implements Metrics {
       ['provider', 'tenant', 'state'],
       (g, s) => {
         for (const u of s.spend) {
-          const labels = spendLabels(u.key);
+          const labels = spendKeyParts(u.key);
           if (!labels) continue;
           g.inc({ ...labels, state: 'reserved' }, u.reserved);
           g.inc({ ...labels, state: 'committed' }, u.committed);

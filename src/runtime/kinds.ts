@@ -73,6 +73,8 @@ export interface Kind {
 }
 
 const NAME = /^[a-z][a-z0-9_.-]{0,63}$/;
+/** What a kind may be named: a filter by a kind outside it is refused rather than sent to the store. */
+export const KIND_NAME = NAME;
 
 /**
  * A limit of at least `min` (1 unless said) and at most `max`; or the default. Every limit counts

@@ -187,6 +187,12 @@ describe('options out of range', () => {
     expect(codeOf(engine(override(Number.MAX_SAFE_INTEGER)))).toBeUndefined();
     expect(codeOf(engine(override(Number.MAX_SAFE_INTEGER + 1)))).toBe('invalid-argument');
     expect(codeOf(engine(override(-1)))).toBe('invalid-argument');
+    // A provider name with the tenant mark would make a budget key read two ways.
+    const named = (provider: string) => ({
+      providers: { [provider]: { perTenant: { limit: 10, windowMs: 1000 } } },
+    });
+    expect(codeOf(engine(named('pay:v2')))).toBeUndefined();
+    expect(codeOf(engine(named('pay:tenant:x')))).toBe('invalid-argument');
   });
 
   it("the service's shutdown grace, port, body limit and worker options are checked before it opens anything", async () => {

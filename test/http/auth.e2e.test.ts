@@ -104,6 +104,40 @@ describe('auth over loopback', () => {
     ]);
   });
 
+  it("usage shows a tenant's own spend only, though another tenant's name ends like its keys", async () => {
+    // Budget keys are `spend:<provider>:tenant:<tenant>`, and a tenant is any visible ASCII: the
+    // keys of tenant `x:tenant:b` end as tenant `b`'s would.
+    const keys = { b: 'tenant-b-key', xb: 'tenant-x-tenant-b-key' };
+    r = await rig({
+      server: { auth: { tenants: { b: [keys.b], 'x:tenant:b': [keys.xb] }, admin: [KEYS.admin] } },
+      sluice: { providers: { pay: { perTenant: { limit: 100_000, windowMs: 3_600_000 } } } },
+      define(sluice) {
+        sluice.define('paid', {
+          input: z.object({ cents: z.number().int() }),
+          run: async (input, ctx) => {
+            await ctx.effect('charge', { provider: 'pay', cost: input.cents, call: async () => 'ok' });
+            return 'done';
+          },
+        });
+      },
+    });
+    r.h.worker().start();
+    const submitted = await r.call('POST', '/v1/operations', {
+      key: keys.xb,
+      headers: { 'idempotency-key': 'p1' },
+      body: { kind: 'paid', input: { cents: 4242 } },
+    });
+    expect(submitted.status).toBe(202);
+    expect((await r.h.sluice.wait({ tenant: 'x:tenant:b', id: 'p1' })).state).toBe('succeeded');
+    const spent = { provider: 'pay', reserved: 0, committed: 4242 };
+    const own = await r.call('GET', '/v1/tenants/x:tenant:b/usage', { key: keys.xb });
+    expect([own.status, own.json.budgets]).toEqual([200, [expect.objectContaining(spent)]]);
+    const other = await r.call('GET', '/v1/tenants/b/usage', { key: keys.b });
+    expect([other.status, other.json.budgets]).toEqual([200, []]);
+    const byAdmin = await r.call('GET', '/v1/tenants/b/usage', { key: KEYS.admin });
+    expect(byAdmin.json.budgets).toEqual([]);
+  });
+
   it('admin routes: 403 for a tenant key; an admin key must name the tenant; state is checked', async () => {
     r = await rig();
     await r.call('POST', '/v1/operations', {

@@ -4,7 +4,7 @@
  * queue counters, class counters compared before and after). The edges of the parser's limits
  * (depth 64 vs 65, 2^53−1 vs 2^53) are checked on both sides.
  */
-import { connect } from 'node:net';
+import { connect, Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { MAX_INPUT_ISSUES } from '../../src/core/errors/index.js';
@@ -456,6 +456,42 @@ describe('a malformed-input corpus over loopback: documented errors, store uncha
       await slow.close();
     }
   }, 20_000);
+
+  it('a client that stops reading its answers: its connection is closed, the answers let go', async () => {
+    // Its requests have arrived, so the request timeout is over; its answers are not all sent, so
+    // the keep-alive timeout has not begun. Before a connection timeout, nothing ended it.
+    const stalled = await rig({ server: { requestTimeoutMs: 500 } }); // so 1 s without progress
+    const client = new Socket();
+    try {
+      const text = 'x'.repeat(1900);
+      const submitted = await stalled.h.sluice.submitMany(
+        Array.from({ length: 500 }, (_, i) => ({
+          tenant: 'north',
+          id: `n${i}`,
+          kind: 'note',
+          input: { text },
+        })),
+      );
+      expect(submitted.every((s) => s.ok)).toBe(true);
+      const { port } = new URL(await stalled.listen());
+      const accepted = new Promise<Socket>((resolve) => stalled.app.server.once('connection', resolve));
+      client.on('error', () => {});
+      client.connect(Number(port), '127.0.0.1');
+      client.pause(); // reads nothing from here on
+      const page = `GET /v1/operations?limit=500 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEYS.north}\r\n\r\n`;
+      client.write(page.repeat(20)); // about 1 MB an answer: more than the sockets' buffers take
+      const server = await accepted;
+      const closed = new Promise<'closed'>((resolve) => server.once('close', () => resolve('closed')));
+      const waited = new Promise<'open'>((resolve) => setTimeout(() => resolve('open'), 8000));
+      expect(await Promise.race([closed, waited])).toBe('closed');
+      expect(server.writableLength).toBe(0);
+      // Others are served as before.
+      expect((await stalled.call('GET', '/v1/operations?limit=1')).status).toBe(200);
+    } finally {
+      client.destroy();
+      await stalled.close();
+    }
+  }, 30_000);
 });
 
 describe('an input that fails its kind schema many times over', () => {

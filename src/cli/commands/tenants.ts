@@ -4,6 +4,7 @@
  * budgets drawn in the current windows.
  */
 import type { Command } from 'commander';
+import { spendKeyParts } from '../../admission/budgets.js';
 import { STORE_OPTIONS } from '../open-store.js';
 import { withSluice } from './ops.js';
 
@@ -22,7 +23,7 @@ export function tenantsCommand(program: Command): void {
           (q) => tenant === undefined || q.tenant === tenant,
         );
         const spend = (await sluice.store.budgetUsage({ prefix: 'spend:', since: now })).filter(
-          (b) => tenant === undefined || b.key.endsWith(`:tenant:${tenant}`),
+          (b) => tenant === undefined || spendKeyParts(b.key)?.tenant === tenant,
         );
         if (opts.json) {
           console.log(JSON.stringify({ queues, spend }, null, 2));

@@ -6,6 +6,7 @@
  * 404, as if it did not exist); an admin key reads any.
  */
 import type { FastifyInstance } from 'fastify';
+import { spendKeyParts } from '../../admission/budgets.js';
 import type { Sluice } from '../../sluice.js';
 import { ApiError } from '../problem.js';
 import { principalOf } from '../route-config.js';
@@ -29,7 +30,6 @@ export interface TenantUsage {
 export async function tenantUsage(sluice: Sluice, tenant: string): Promise<TenantUsage> {
   const store = sluice.store;
   const [stats, now] = await Promise.all([store.queueStats(), store.now()]);
-  const suffix = `:tenant:${tenant}`;
   const usage = await store.budgetUsage({ prefix: SPEND_PREFIX, since: now });
   return {
     tenant,
@@ -37,15 +37,21 @@ export async function tenantUsage(sluice: Sluice, tenant: string): Promise<Tenan
       .filter((s) => s.tenant === tenant)
       .map((s) => ({ class: s.class, running: s.running, waiting: s.waiting }))
       .sort((a, b) => a.class.localeCompare(b.class)),
-    budgets: usage
-      .filter((u) => u.key.endsWith(suffix) && u.key.length > SPEND_PREFIX.length + suffix.length)
-      .map((u) => ({
-        provider: u.key.slice(SPEND_PREFIX.length, -suffix.length),
-        windowStart: new Date(u.windowStart).toISOString(),
-        windowEnd: u.windowMs === null ? null : new Date(u.windowStart + u.windowMs).toISOString(),
-        reserved: u.reserved,
-        committed: u.committed,
-      })),
+    // The key is parsed, not matched by its end: a tenant `x:tenant:north` has keys that end as
+    // north's would.
+    budgets: usage.flatMap((u) => {
+      const parts = spendKeyParts(u.key);
+      if (parts?.tenant !== tenant) return [];
+      return [
+        {
+          provider: parts.provider,
+          windowStart: new Date(u.windowStart).toISOString(),
+          windowEnd: u.windowMs === null ? null : new Date(u.windowStart + u.windowMs).toISOString(),
+          reserved: u.reserved,
+          committed: u.committed,
+        },
+      ];
+    }),
   };
 }
 
