@@ -141,6 +141,7 @@ export const PROBLEMS: Record<string, ProblemSpec> & Record<HttpProblemCode, Pro
   'worker-shutdown': OUTCOME,
   'lease-expired': OUTCOME,
   'result-not-json': OUTCOME,
+  'result-too-large': OUTCOME,
   'effect-result-not-json': OUTCOME,
   'lookup-answer-invalid': OUTCOME,
   'reconciled-failed': OUTCOME,

@@ -159,6 +159,27 @@ async function stateAfter(env: AttemptEnv, row: OperationRow, end: string): Prom
   return (await env.store.operationGet(row).catch(() => undefined))?.state ?? null;
 }
 
+/**
+ * A result is stored on the operation's row and sent with every read of it, so it is bounded as
+ * an input is. Measured as the JSON the store writes; a number, a boolean or null cannot be over.
+ * Permanent: the same handler would return the same result again.
+ */
+function assertResultSize(value: unknown, max: number): void {
+  if (value === null || (typeof value !== 'object' && typeof value !== 'string')) return;
+  // A string is at most 6 bytes of JSON per UTF-16 unit (`\u0000`), plus its quotes: most results
+  // are decided without serialising them twice.
+  if (typeof value === 'string' && value.length * 6 + 2 <= max) return;
+  const bytes = Buffer.byteLength(JSON.stringify(value));
+  if (bytes > max)
+    throw new Permanent(
+      `the handler's result is ${bytes} bytes as JSON, over the kind's maxResultBytes (${max})`,
+      {
+        code: 'result-too-large',
+        details: { bytes, maxResultBytes: max },
+      },
+    );
+}
+
 /** Runs one attempt and tells observers when it starts and how it ends (sluice.events). */
 export async function runAttempt(
   env: AttemptEnv,
@@ -421,6 +442,7 @@ async function execute(
         code: 'result-not-json',
       });
     }
+    assertResultSize(value, kind.limits.maxResultBytes);
     return { outcome: 'succeeded', result: value };
   } catch (error) {
     if (effects.size > 0 && !crashed && !isSimulatedCrash(error)) await effectsSettled();

@@ -13,6 +13,8 @@ import type { OperationContext } from './context.js';
 export interface KindLimits {
   /** Largest input, as canonical JSON bytes. Default 65,536. */
   maxInputBytes?: number;
+  /** Largest result the handler may return, as JSON bytes; over it the operation fails. Default 262,144. */
+  maxResultBytes?: number;
   /** Longest single attempt before its signal fires and it is retried. Default 60 s. */
   attemptTimeoutMs?: number;
   /** Longest life from acceptance to the end, across all attempts; `null` for none. Default 1 h. */
@@ -36,11 +38,14 @@ export type ResolvedLimits = Required<Omit<KindLimits, 'backoff' | 'deadlineMs'>
 
 /** Attempts a kind may allow (the stores keep counts as 32-bit integers; far beyond any real use). */
 const MAX_ATTEMPTS = 1000;
+/** The largest result a kind may allow: a row's JSON column is read whole by every view of it. */
+const MAX_RESULT_BYTES = 16 * 1024 ** 2;
 /** Provider requests a kind may allow one operation. */
 const MAX_PROVIDER_CALLS = 1_000_000;
 
 export const DEFAULT_LIMITS: ResolvedLimits = {
   maxInputBytes: 65_536,
+  maxResultBytes: 262_144,
   attemptTimeoutMs: 60_000,
   deadlineMs: 3_600_000,
   maxAttempts: 5,
@@ -95,6 +100,13 @@ export function resolveKind(name: string, def: KindDefinition): Kind {
   const l = def.limits ?? {};
   const limits: ResolvedLimits = {
     maxInputBytes: positive('maxInputBytes', l.maxInputBytes, DEFAULT_LIMITS.maxInputBytes),
+    maxResultBytes: positive(
+      'maxResultBytes',
+      l.maxResultBytes,
+      DEFAULT_LIMITS.maxResultBytes,
+      1,
+      MAX_RESULT_BYTES,
+    ),
     // A timer measures it: no longer than a timer can wait.
     attemptTimeoutMs: bounded('attemptTimeoutMs', l.attemptTimeoutMs, DEFAULT_LIMITS.attemptTimeoutMs, {
       min: 1,

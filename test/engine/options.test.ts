@@ -64,6 +64,9 @@ describe('options out of range', () => {
       [{ effectRetentionMs: MAX_DURATION_MS + 1 }, false],
       [{ maxProviderCalls: 1_000_000 }, true],
       [{ maxProviderCalls: 1_000_001 }, false],
+      [{ maxResultBytes: 16 * 1024 ** 2 }, true],
+      [{ maxResultBytes: 16 * 1024 ** 2 + 1 }, false],
+      [{ maxResultBytes: 0 }, false],
       // Whole numbers: the stores keep them as integers (SQLite kept a fraction, PostgreSQL rounded).
       [{ deadlineMs: 1000.5 }, false],
       [{ maxAttempts: 2.5 }, false],

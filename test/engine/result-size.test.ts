@@ -1,0 +1,56 @@
+/**
+ * A handler's result is bounded as its input is (`maxResultBytes`, the JSON the store writes):
+ * at the limit it is stored; one byte over, the operation fails with `result-too-large` and is
+ * not retried, since the same handler would return the same result again.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { type Harness, harness } from '../helpers/engine.js';
+
+describe('maxResultBytes', () => {
+  let h: Harness;
+  afterEach(async () => h?.close());
+
+  it('stores a result of exactly the limit and fails one a byte over, without a retry', async () => {
+    h = await harness();
+    let runs = 0;
+    h.sluice.define('report', {
+      input: z.object({ result: z.unknown() }),
+      limits: { maxResultBytes: 64, maxAttempts: 3 },
+      run: (input) => {
+        runs++;
+        return input.result;
+      },
+    });
+    h.worker().start();
+    // {"text":"…"} is 11 bytes of framing: 53 characters make 64 bytes, 54 make 65.
+    const at = { text: 'x'.repeat(53) };
+    const over = { text: 'x'.repeat(54) };
+    expect(Buffer.byteLength(JSON.stringify(at))).toBe(64);
+    // A string of control characters takes six bytes each as JSON: 10 fit in 64 (62), 11 do not (68).
+    const cases = [
+      { id: 'at', result: at, ok: true },
+      { id: 'over', result: over, ok: false },
+      { id: 'nul-fits', result: '\u0000'.repeat(10), ok: true },
+      { id: 'nul-over', result: '\u0000'.repeat(11), ok: false },
+      { id: 'number', result: 12345, ok: true },
+    ];
+    for (const c of cases) {
+      runs = 0;
+      await h.sluice.submit({ tenant: 'North', id: c.id, kind: 'report', input: { result: c.result } });
+      const op = await h.sluice.wait({ tenant: 'North', id: c.id });
+      if (c.ok) {
+        expect([c.id, op.state, op.result]).toEqual([c.id, 'succeeded', c.result]);
+      } else {
+        expect([c.id, op.state, op.result, op.error?.code]).toEqual([
+          c.id,
+          'failed',
+          null,
+          'result-too-large',
+        ]);
+        expect(op.error?.details).toEqual({ bytes: c.id === 'over' ? 65 : 68, maxResultBytes: 64 });
+      }
+      expect(runs).toBe(1);
+    }
+  });
+});
