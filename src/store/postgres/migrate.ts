@@ -17,7 +17,10 @@ import { classifyPgError } from './errors.js';
 
 const DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
 
-/** Applies every pending migration to the store's schema (creating it), once, whoever else migrates. */
+/**
+ * Applies every pending migration to the store's schema (creating it), once, whoever else migrates.
+ * With nothing pending it changes nothing, and needs no right beyond reading `migrations`.
+ */
 export async function migratePostgres(ctx: PgContext): Promise<void> {
   const migrations = loadMigrations(DIR);
   let client: pg.PoolClient;
@@ -35,9 +38,21 @@ export async function migratePostgres(ctx: PgContext): Promise<void> {
     await client.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [
       `sluice:migrate:${ctx.schema}`,
     ]);
-    await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
-    await client.query(`CREATE TABLE IF NOT EXISTS ${s}.migrations (
-      version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)`);
+    // Created only when missing, not with IF NOT EXISTS, which checks the privilege to create
+    // before it looks: CREATE on the database for a schema, on the schema for a table. So a
+    // migrator may own a schema made for it, and a role with only DML rights may run a migrate
+    // that has nothing to apply (`migrate: 'auto'` at a service's start).
+    const [found] = (
+      await client.query<{ schema: boolean; table: boolean }>(
+        'SELECT to_regnamespace($1) IS NOT NULL AS schema, to_regclass($2) IS NOT NULL AS table',
+        [s, `${s}.migrations`],
+      )
+    ).rows;
+    if (!found?.schema) await client.query(`CREATE SCHEMA ${s}`);
+    if (!found?.table) {
+      await client.query(`CREATE TABLE ${s}.migrations (
+        version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)`);
+    }
     const applied = new Set(
       (await client.query<{ version: number }>(`SELECT version FROM ${s}.migrations`)).rows.map(
         (r) => r.version,
