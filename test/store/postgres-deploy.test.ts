@@ -1,15 +1,41 @@
 /**
  * The PostgreSQL store as a team deploys it, on a real server: a migrator role and an app role
- * with only DML rights.
+ * with only DML rights, and server settings a managed database may impose on a role or database.
  */
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { canonicalJson, digestOfCanonical } from '../../src/core/digest.js';
+import type { PostgresStore } from '../../src/store/postgres/index.js';
+import type { SubmitParams } from '../../src/store/types.js';
+import { FakeClock } from '../../src/testing/fake-clock.js';
 import { ProviderStub } from '../../src/testing/index.js';
 import { defineCharge, O7 } from '../helpers/charge-kind.js';
 import { harness } from '../helpers/engine.js';
 import { usePostgres } from '../helpers/postgres.js';
 
 const db = usePostgres();
+
+function item(tenant: string, id: string): SubmitParams {
+  const inputJson = canonicalJson({ n: 1 });
+  return {
+    tenant,
+    id,
+    class: 'default',
+    maxAttempts: 5,
+    deadlineMs: null,
+    kind: 'charge',
+    digest: digestOfCanonical('charge', inputJson),
+    inputJson,
+  };
+}
+
+/** The file's database URL with `-c name=value` options for every connection opened with it. */
+function withSettings(settings: Record<string, string>): string {
+  const u = new URL(db.url);
+  const options = Object.entries(settings).map(([k, v]) => `-c ${k}=${v.replaceAll(' ', '\\ ')}`);
+  u.searchParams.set('options', options.join(' '));
+  return u.toString();
+}
 
 /** The file's database URL, logged in as `user`. */
 function as(user: string, password: string): string {
@@ -60,5 +86,53 @@ describe('least privilege', () => {
       }
       await admin.end();
     }
+  });
+});
+
+describe('server settings', () => {
+  it('runs every statement and transaction at read committed, whatever the default', async () => {
+    for (const level of ['repeatable read', 'serializable']) {
+      const url = withSettings({ default_transaction_isolation: level });
+      const store = db.store({ connectionString: url, poolSize: 1 });
+      const isolation = `SELECT current_setting('transaction_isolation') AS v`;
+      expect(await store.context.query(isolation)).toEqual([{ v: 'read committed' }]);
+      expect(await store.context.tx((q) => q(isolation))).toEqual([{ v: 'read committed' }]);
+    }
+  });
+
+  it('applies each migration once when several processes migrate at once under repeatable read', async () => {
+    const schema = db.freshSchema();
+    const url = withSettings({ default_transaction_isolation: 'repeatable read' });
+    const stores = Array.from({ length: 4 }, () => db.store({ schema, poolSize: 1, connectionString: url }));
+    await Promise.all(stores.map((s) => s.migrate()));
+    expect(await stores[0]!.migrationStatus()).toEqual({ applied: 24, latest: 24 });
+  });
+
+  it('never lets concurrent retry takes exceed the budget under default_transaction_isolation = repeatable read', async () => {
+    const clock = new FakeClock();
+    const schema = db.freshSchema();
+    const url = withSettings({ default_transaction_isolation: 'repeatable read' });
+    const stores: PostgresStore[] = Array.from({ length: 3 }, () =>
+      db.store({ schema, clock, poolSize: 4, connectionString: url }),
+    );
+    await stores[0]!.migrate();
+    await stores[0]!.operationSubmitMany(Array.from({ length: 30 }, (_, i) => item(`T${i % 5}`, `op-${i}`)));
+    let claimed = 0;
+    while (claimed < 30) {
+      const { rows } = await stores[0]!.operationClaimMany({
+        class: 'default',
+        owner: 'w',
+        limit: 30,
+        leaseMs: 30_000,
+        retryBudget: { bucketMs: 1000, shard: 0 },
+      });
+      claimed += rows.length;
+    }
+    const budget = { windowMs: 60_000, bucketMs: 1000, ratio: 0.1, floor: 2 };
+    const takes = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => stores[i % 3]!.retryBudgetTake({ ...budget, shard: i % 3 })),
+    );
+    // 2 + 10% of 30 = 5.
+    expect(takes.filter((t) => t.allowed)).toHaveLength(5);
   });
 });

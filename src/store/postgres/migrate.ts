@@ -32,7 +32,9 @@ export async function migratePostgres(ctx: PgContext): Promise<void> {
   const s = ctx.quoted;
   let failed: unknown;
   try {
-    await client.query('BEGIN');
+    // READ COMMITTED whatever the default (connection.ts), so that the versions read once the
+    // lock is held are those the migrator before committed, not a snapshot from before the wait.
+    await client.query('BEGIN ISOLATION LEVEL READ COMMITTED');
     // A migration may take longer than the pool's statement_timeout allows a query.
     await client.query('SET LOCAL statement_timeout = 0');
     await client.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [
