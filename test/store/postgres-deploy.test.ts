@@ -108,6 +108,21 @@ describe('server settings', () => {
     expect(await stores[0]!.migrationStatus()).toEqual({ applied: 24, latest: 24 });
   });
 
+  it('refuses to migrate on a read-only connection, even with nothing to apply', async () => {
+    const schema = db.freshSchema();
+    await db.store({ schema }).migrate();
+    const replica = db.store({
+      schema,
+      connectionString: withSettings({ default_transaction_read_only: 'on' }),
+    });
+    const refused = await replica.migrate().then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(refused).toMatchObject({ code: 'store-unknown', retryable: false });
+    expect(String((refused as Error).message)).toMatch(/read-only/);
+  });
+
   it('never lets concurrent retry takes exceed the budget under default_transaction_isolation = repeatable read', async () => {
     const clock = new FakeClock();
     const schema = db.freshSchema();

@@ -11,6 +11,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
+import { StoreError } from '../../core/errors/index.js';
 import { loadMigrations } from '../migrations.js';
 import type { PgContext } from './connection.js';
 import { classifyPgError } from './errors.js';
@@ -44,12 +45,22 @@ export async function migratePostgres(ctx: PgContext): Promise<void> {
     // before it looks: CREATE on the database for a schema, on the schema for a table. So a
     // migrator may own a schema made for it, and a role with only DML rights may run a migrate
     // that has nothing to apply (`migrate: 'auto'` at a service's start).
+    // A read-only connection (a standby's URL, or default_transaction_read_only) is refused here,
+    // at a service's start, even with nothing to apply: every write would fail after it.
     const [found] = (
-      await client.query<{ schema: boolean; table: boolean }>(
-        'SELECT to_regnamespace($1) IS NOT NULL AS schema, to_regclass($2) IS NOT NULL AS table',
+      await client.query<{ schema: boolean; table: boolean; readOnly: boolean }>(
+        `SELECT to_regnamespace($1) IS NOT NULL AS schema, to_regclass($2) IS NOT NULL AS table,
+                current_setting('transaction_read_only') = 'on' AS "readOnly"`,
         [s, `${s}.migrations`],
       )
     ).rows;
+    if (found?.readOnly) {
+      throw new StoreError(
+        'unknown',
+        'PostgreSQL 25006: the connection is read-only (transaction_read_only = on: a standby, or ' +
+          'default_transaction_read_only set for the server, database or role); the store writes',
+      );
+    }
     if (!found?.schema) await client.query(`CREATE SCHEMA ${s}`);
     if (!found?.table) {
       await client.query(`CREATE TABLE ${s}.migrations (
