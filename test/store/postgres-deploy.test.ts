@@ -1,8 +1,10 @@
 /**
  * The PostgreSQL store as a team deploys it, on a real server: a migrator role and an app role
- * with only DML rights, and server settings a managed database may impose on a role or database.
+ * with only DML rights, server settings a managed database may impose on a role or database, and
+ * a pooler that drops notifications.
  */
 import { randomBytes } from 'node:crypto';
+import { createServer, type Server, Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { canonicalJson, digestOfCanonical } from '../../src/core/digest.js';
 import type { PostgresStore } from '../../src/store/postgres/index.js';
@@ -149,5 +151,77 @@ describe('server settings', () => {
     );
     // 2 + 10% of 30 = 5.
     expect(takes.filter((t) => t.allowed)).toHaveLength(5);
+  });
+});
+
+/**
+ * A TCP relay to the database that drops every notification the server sends (NotificationResponse,
+ * 'A'), as a connection pooler in transaction mode does once the server connection that ran LISTEN
+ * went back to its pool. Everything else passes.
+ */
+async function deafRelay(target: URL): Promise<{ url: string; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((inbound) => {
+    const outbound = new Socket();
+    outbound.connect(Number(target.port || 5432), target.hostname);
+    for (const s of [inbound, outbound]) {
+      sockets.add(s);
+      s.on('error', () => {});
+      s.on('close', () => sockets.delete(s));
+    }
+    inbound.pipe(outbound);
+    // Server to client: whole messages (a type byte, then a length that counts itself).
+    let pending = Buffer.alloc(0);
+    outbound.on('data', (chunk: Buffer) => {
+      pending = Buffer.concat([pending, chunk]);
+      while (pending.length >= 5) {
+        const size = 1 + pending.readInt32BE(1);
+        if (pending.length < size) break;
+        if (pending[0] !== 0x41) inbound.write(pending.subarray(0, size));
+        pending = pending.subarray(size);
+      }
+    });
+    outbound.on('close', () => inbound.destroy());
+    inbound.on('close', () => outbound.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  const url = new URL(target.toString());
+  url.hostname = '127.0.0.1';
+  url.port = String(typeof address === 'object' && address ? address.port : 0);
+  return {
+    url: url.toString(),
+    close: () =>
+      new Promise((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+describe('wake-ups behind a pooler that drops notifications', () => {
+  it('refuses to count on a LISTEN that hears nothing, so the worker polls instead', async () => {
+    const schema = db.freshSchema();
+    await db.store({ schema }).migrate();
+    const relay = await deafRelay(new URL(db.url));
+    try {
+      const store = db.store({ schema, connectionString: relay.url });
+      const refused = await store
+        .subscribe(() => {})
+        .then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+      expect(refused).toMatchObject({ code: 'store-unknown', retryable: false });
+      expect(String((refused as Error).message)).toMatch(/hears no notifications/);
+      // Its statements pass the relay: only the wake-ups are lost.
+      expect(await store.migrationStatus()).toEqual({ applied: 24, latest: 24 });
+      // The same store on a direct URL hears its proof and listens.
+      const stop = await db.store({ schema }).subscribe(() => {});
+      await stop();
+    } finally {
+      await db.closeStores();
+      await relay.close();
+    }
   });
 });
