@@ -77,6 +77,9 @@ describe('least privilege', () => {
         const done = await h.sluice.wait({ tenant: 'North', id: 'O7' });
         expect([done.state, provider.calls]).toEqual(['succeeded', 1]);
         expect(await h.sluice.purgeExpired()).toBe(0);
+        // LISTEN and NOTIFY need no privilege: the listener hears the proof its pool sends.
+        const stop = await db.store({ schema, connectionString: as(app, password) }).subscribe(() => {});
+        await stop();
       } finally {
         await h.close();
       }
