@@ -16,6 +16,9 @@
  *   client out and returns it before resolving.
  * - Every commit the store is told of is flushed: its own pool's connections are raised out of
  *   `synchronous_commit = off` as they open (`durableCommits`).
+ * - Everything runs at READ COMMITTED, whatever the server's default: its own pool's connections
+ *   are set so as they open, and its transactions say so (a `pool` passed in is the caller's:
+ *   its single statements run at the connection's default).
  */
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
@@ -83,6 +86,15 @@ export interface PgContext {
   on(client: pg.ClientBase): Query;
 }
 
+/**
+ * The isolation every statement, function and lock protocol of the store is written for: each
+ * statement sees what committed before it started (a take that waited on the retry budget's lock
+ * sees the takes before it; a migrator that waited on the migration lock sees what the one before
+ * it applied). A server, database or role defaulting to `repeatable read` or `serializable` would
+ * read from before the wait, so the store's own connections are set back, as they open.
+ */
+const READ_COMMITTED = `SET default_transaction_isolation = 'read committed'`;
+
 /** Raises a session's `synchronous_commit` from `off` to `local`; any other value stays. */
 const DURABLE_COMMITS = `SELECT set_config('synchronous_commit', 'local', false)
   WHERE current_setting('synchronous_commit') = 'off'`;
@@ -144,13 +156,12 @@ export function openPostgres(options: PostgresOptions): PgContext {
     // An idle connection the server closed (restart, admin kill) is dropped by the pool; the
     // next checkout opens a new one. Without a listener the event would crash the process.
     pool.on('error', () => {});
-    if (options.durableCommits !== false) {
-      // Queued on the new connection before the query it was opened for. A failure here means
-      // the connection is broken, which that query will report.
-      pool.on('connect', (client) => {
-        client.query(DURABLE_COMMITS).catch(() => {});
-      });
-    }
+    const setup = options.durableCommits === false ? READ_COMMITTED : `${READ_COMMITTED}; ${DURABLE_COMMITS}`;
+    // One simple query, queued on the new connection before the query it was opened for. A
+    // failure here means the connection is broken, which that query will report.
+    pool.on('connect', (client) => {
+      client.query(setup).catch(() => {});
+    });
   }
   const thePool = pool;
   const cache = new Map<string, Prepared>();
@@ -254,7 +265,7 @@ export function openPostgres(options: PostgresOptions): PgContext {
       retrying(async () => {
         const client = await checkout();
         try {
-          await client.query('BEGIN');
+          await client.query('BEGIN ISOLATION LEVEL READ COMMITTED');
           const out = await fn(run(client, txOptions.planEach));
           await client.query('COMMIT');
           client.release();

@@ -12,13 +12,17 @@
  */
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
+import { StoreError } from '../../core/errors/index.js';
 import { loadMigrations, type MigrationStatus, schemaNewerError } from '../migrations.js';
 import type { PgContext, Query } from './connection.js';
 import { classifyPgError } from './errors.js';
 
 const DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
 
-/** Applies every pending migration to the store's schema (creating it), once, whoever else migrates. */
+/**
+ * Applies every pending migration to the store's schema (creating it), once, whoever else migrates.
+ * With nothing pending it changes nothing, and needs no right beyond reading `migrations`.
+ */
 export async function migratePostgres(ctx: PgContext): Promise<void> {
   const migrations = loadMigrations(DIR);
   let client: pg.PoolClient;
@@ -30,18 +34,43 @@ export async function migratePostgres(ctx: PgContext): Promise<void> {
   const s = ctx.quoted;
   let failed: unknown;
   try {
-    await client.query('BEGIN');
+    // READ COMMITTED whatever the default (connection.ts), so that the versions read once the
+    // lock is held are those the migrator before committed, not a snapshot from before the wait.
+    await client.query('BEGIN ISOLATION LEVEL READ COMMITTED');
     // A migration may take longer than the pool's statement_timeout allows a query.
     await client.query('SET LOCAL statement_timeout = 0');
     await client.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [
       `sluice:migrate:${ctx.schema}`,
     ]);
-    await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
-    await client.query(`CREATE TABLE IF NOT EXISTS ${s}.migrations (
-      version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL,
-      breaking boolean NOT NULL DEFAULT true)`);
+    // Created only when missing, not with IF NOT EXISTS, which checks the privilege to create
+    // before it looks: CREATE on the database for a schema, on the schema for a table. So a
+    // migrator may own a schema made for it, and a role with only DML rights may run a migrate
+    // that has nothing to apply (`migrate: 'auto'` at a service's start).
+    // A read-only connection (a standby's URL, or default_transaction_read_only) is refused here,
+    // at a service's start, even with nothing to apply: every write would fail after it.
+    const [found] = (
+      await client.query<{ schema: boolean; table: boolean; readOnly: boolean }>(
+        `SELECT to_regnamespace($1) IS NOT NULL AS schema, to_regclass($2) IS NOT NULL AS table,
+                current_setting('transaction_read_only') = 'on' AS "readOnly"`,
+        [s, `${s}.migrations`],
+      )
+    ).rows;
+    if (found?.readOnly) {
+      throw new StoreError(
+        'unknown',
+        'PostgreSQL 25006: the connection is read-only (transaction_read_only = on: a standby, or ' +
+          'default_transaction_read_only set for the server, database or role); the store writes',
+      );
+    }
+    if (!found?.schema) await client.query(`CREATE SCHEMA ${s}`);
+    if (!found?.table) {
+      await client.query(`CREATE TABLE ${s}.migrations (
+        version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL,
+        breaking boolean NOT NULL DEFAULT true)`);
+    }
     // Schemas migrated before migrations were marked: every version they hold counts as breaking.
-    // Looked up first, so a migrate with nothing to do takes no lock on the table.
+    // Looked up first, so a migrate with nothing to do takes no lock on the table and needs no
+    // right to alter it.
     const query: Query = async (sql, values) => (await client.query(sql, values)).rows;
     if (!(await hasBreakingColumn(query, `${s}.migrations`)))
       await client.query(`ALTER TABLE ${s}.migrations ADD COLUMN breaking boolean NOT NULL DEFAULT true`);

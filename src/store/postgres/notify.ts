@@ -8,8 +8,16 @@
  * A notification is a hint, never the only way work is found: it can be lost while the listening
  * connection is down. The listener reconnects by itself with back-off, and after each reconnect
  * calls `onReconnect` so the engine can look for work it may have missed (a poll of every class).
+ *
+ * Each LISTEN is proved before it counts: the pool (another connection) sends an empty
+ * notification on the channel, which every listener ignores, and the listener must hear it. A
+ * connection pooler in transaction mode accepts LISTEN and then drops every notification (the
+ * server connection that listened goes back to its pool), so without the proof a worker would
+ * count on wake-ups that never come. A first LISTEN that is not heard rejects `subscribe`; the
+ * engine then polls and claims on every freed slot, as with `notify: false`.
  */
 import type pg from 'pg';
+import { StoreError } from '../../core/errors/index.js';
 import type { PgContext } from './connection.js';
 import { pgDriver } from './driver.js';
 import { classifyPgError } from './errors.js';
@@ -21,6 +29,11 @@ export interface SubscribeOptions {
 
 const MIN_BACKOFF_MS = 100;
 const MAX_BACKOFF_MS = 5000;
+/** How long after its NOTIFY committed the proof must have been heard (delivery takes ~1 ms). */
+const PROOF_MS = 2000;
+
+/** Errors that say the listener connected but cannot hear: trying again would not help. */
+const deaf = new WeakSet<object>();
 
 /**
  * Listens for wake-ups. Resolves once listening — or, if the database cannot be reached yet, at
@@ -44,12 +57,34 @@ export async function subscribe(
     // Errors while connecting come back through connect() as well; this keeps them from being
     // unhandled 'error' events.
     c.on('error', () => {});
+    let heard = () => {};
+    const proof = new Promise<void>((resolve) => {
+      heard = resolve;
+    });
     c.on('notification', (msg) => {
-      if (msg.channel === ctx.channel && msg.payload) onClass(msg.payload);
+      if (msg.channel !== ctx.channel) return;
+      if (msg.payload) onClass(msg.payload);
+      else heard();
     });
     try {
       await c.connect();
       await c.query(`LISTEN "${ctx.channel}"`);
+      await ctx.query(`SELECT pg_notify($1, '')`, [ctx.channel]);
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(true), PROOF_MS);
+      });
+      const missed = await Promise.race([proof.then(() => false), late]);
+      clearTimeout(timer);
+      if (missed) {
+        const error = new StoreError(
+          'unknown',
+          `LISTEN "${ctx.channel}" hears no notifications: a connection pooler in transaction mode? ` +
+            'Use session mode or a direct URL (docs/operations.md); until then work is found by polling',
+        );
+        deaf.add(error);
+        throw error;
+      }
     } catch (error) {
       await c.end().catch(() => {});
       throw classifyPgError(error);
@@ -92,7 +127,8 @@ export async function subscribe(
 
   try {
     await connect();
-  } catch {
+  } catch (error) {
+    if (deaf.has(error as object)) throw error;
     schedule();
   }
   return async () => {

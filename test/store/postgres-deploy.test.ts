@@ -1,0 +1,230 @@
+/**
+ * The PostgreSQL store as a team deploys it, on a real server: a migrator role and an app role
+ * with only DML rights, server settings a managed database may impose on a role or database, and
+ * a pooler that drops notifications.
+ */
+import { randomBytes } from 'node:crypto';
+import { createServer, type Server, Socket } from 'node:net';
+import { describe, expect, it } from 'vitest';
+import { canonicalJson, digestOfCanonical } from '../../src/core/digest.js';
+import type { PostgresStore } from '../../src/store/postgres/index.js';
+import type { SubmitParams } from '../../src/store/types.js';
+import { FakeClock } from '../../src/testing/fake-clock.js';
+import { ProviderStub } from '../../src/testing/index.js';
+import { defineCharge, O7 } from '../helpers/charge-kind.js';
+import { harness } from '../helpers/engine.js';
+import { usePostgres } from '../helpers/postgres.js';
+
+const db = usePostgres();
+
+function item(tenant: string, id: string): SubmitParams {
+  const inputJson = canonicalJson({ n: 1 });
+  return {
+    tenant,
+    id,
+    class: 'default',
+    maxAttempts: 5,
+    deadlineMs: null,
+    kind: 'charge',
+    digest: digestOfCanonical('charge', inputJson),
+    inputJson,
+  };
+}
+
+/** The file's database URL with `-c name=value` options for every connection opened with it. */
+function withSettings(settings: Record<string, string>): string {
+  const u = new URL(db.url);
+  const options = Object.entries(settings).map(([k, v]) => `-c ${k}=${v.replaceAll(' ', '\\ ')}`);
+  u.searchParams.set('options', options.join(' '));
+  return u.toString();
+}
+
+/** The file's database URL, logged in as `user`. */
+function as(user: string, password: string): string {
+  const u = new URL(db.url);
+  u.username = user;
+  u.password = password;
+  return u.toString();
+}
+
+describe('least privilege', () => {
+  it('migrates as the owner of a schema made for it, and runs as a role with only DML rights', async () => {
+    const suffix = randomBytes(4).toString('hex');
+    const migrator = `sluice_t_migrator_${suffix}`;
+    const app = `sluice_t_app_${suffix}`;
+    const password = randomBytes(8).toString('hex');
+    const schema = db.freshSchema();
+    const admin = await db.client();
+    try {
+      // Neither role may create anything in the database (no CREATE on it, nor on `public`).
+      for (const role of [migrator, app])
+        await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD '${password}'`);
+      await admin.query(`CREATE SCHEMA "${schema}" AUTHORIZATION ${migrator}`);
+      const owner = db.store({ schema, connectionString: as(migrator, password) });
+      await owner.migrate();
+      expect(await owner.migrationStatus()).toEqual({ applied: 24, latest: 24 });
+      await admin.query(`GRANT USAGE ON SCHEMA "${schema}" TO ${app}`);
+      await admin.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${schema}" TO ${app}`);
+      await admin.query(`GRANT USAGE ON ALL SEQUENCES IN SCHEMA "${schema}" TO ${app}`);
+
+      // The service's start (`migrate: 'auto'`) migrates: with nothing pending, a no-op.
+      const h = await harness({ store: db.store({ schema, connectionString: as(app, password) }) });
+      try {
+        const provider = new ProviderStub();
+        defineCharge(h.sluice, provider);
+        h.worker({ pollIntervalMs: 60_000 }).start();
+        await h.sluice.submit({ tenant: 'North', id: 'O7', kind: 'charge', input: O7 });
+        const done = await h.sluice.wait({ tenant: 'North', id: 'O7' });
+        expect([done.state, provider.calls]).toEqual(['succeeded', 1]);
+        expect(await h.sluice.purgeExpired()).toBe(0);
+        // LISTEN and NOTIFY need no privilege: the listener hears the proof its pool sends.
+        const stop = await db.store({ schema, connectionString: as(app, password) }).subscribe(() => {});
+        await stop();
+      } finally {
+        await h.close();
+      }
+    } finally {
+      await db.closeStores();
+      for (const role of [migrator, app]) {
+        await admin.query(`DROP OWNED BY ${role} CASCADE`);
+        await admin.query(`DROP ROLE ${role}`);
+      }
+      await admin.end();
+    }
+  });
+});
+
+describe('server settings', () => {
+  it('runs every statement and transaction at read committed, whatever the default', async () => {
+    for (const level of ['repeatable read', 'serializable']) {
+      const url = withSettings({ default_transaction_isolation: level });
+      const store = db.store({ connectionString: url, poolSize: 1 });
+      const isolation = `SELECT current_setting('transaction_isolation') AS v`;
+      expect(await store.context.query(isolation)).toEqual([{ v: 'read committed' }]);
+      expect(await store.context.tx((q) => q(isolation))).toEqual([{ v: 'read committed' }]);
+    }
+  });
+
+  it('applies each migration once when several processes migrate at once under repeatable read', async () => {
+    const schema = db.freshSchema();
+    const url = withSettings({ default_transaction_isolation: 'repeatable read' });
+    const stores = Array.from({ length: 4 }, () => db.store({ schema, poolSize: 1, connectionString: url }));
+    await Promise.all(stores.map((s) => s.migrate()));
+    expect(await stores[0]!.migrationStatus()).toEqual({ applied: 24, latest: 24 });
+  });
+
+  it('refuses to migrate on a read-only connection, even with nothing to apply', async () => {
+    const schema = db.freshSchema();
+    await db.store({ schema }).migrate();
+    const replica = db.store({
+      schema,
+      connectionString: withSettings({ default_transaction_read_only: 'on' }),
+    });
+    const refused = await replica.migrate().then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(refused).toMatchObject({ code: 'store-unknown', retryable: false });
+    expect(String((refused as Error).message)).toMatch(/read-only/);
+  });
+
+  it('never lets concurrent retry takes exceed the budget under default_transaction_isolation = repeatable read', async () => {
+    const clock = new FakeClock();
+    const schema = db.freshSchema();
+    const url = withSettings({ default_transaction_isolation: 'repeatable read' });
+    const stores: PostgresStore[] = Array.from({ length: 3 }, () =>
+      db.store({ schema, clock, poolSize: 4, connectionString: url }),
+    );
+    await stores[0]!.migrate();
+    await stores[0]!.operationSubmitMany(Array.from({ length: 30 }, (_, i) => item(`T${i % 5}`, `op-${i}`)));
+    let claimed = 0;
+    while (claimed < 30) {
+      const { rows } = await stores[0]!.operationClaimMany({
+        class: 'default',
+        owner: 'w',
+        limit: 30,
+        leaseMs: 30_000,
+        retryBudget: { bucketMs: 1000, shard: 0 },
+      });
+      claimed += rows.length;
+    }
+    const budget = { windowMs: 60_000, bucketMs: 1000, ratio: 0.1, floor: 2 };
+    const takes = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => stores[i % 3]!.retryBudgetTake({ ...budget, shard: i % 3 })),
+    );
+    // 2 + 10% of 30 = 5.
+    expect(takes.filter((t) => t.allowed)).toHaveLength(5);
+  });
+});
+
+/**
+ * A TCP relay to the database that drops every notification the server sends (NotificationResponse,
+ * 'A'), as a connection pooler in transaction mode does once the server connection that ran LISTEN
+ * went back to its pool. Everything else passes.
+ */
+async function deafRelay(target: URL): Promise<{ url: string; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((inbound) => {
+    const outbound = new Socket();
+    outbound.connect(Number(target.port || 5432), target.hostname);
+    for (const s of [inbound, outbound]) {
+      sockets.add(s);
+      s.on('error', () => {});
+      s.on('close', () => sockets.delete(s));
+    }
+    inbound.pipe(outbound);
+    // Server to client: whole messages (a type byte, then a length that counts itself).
+    let pending = Buffer.alloc(0);
+    outbound.on('data', (chunk: Buffer) => {
+      pending = Buffer.concat([pending, chunk]);
+      while (pending.length >= 5) {
+        const size = 1 + pending.readInt32BE(1);
+        if (pending.length < size) break;
+        if (pending[0] !== 0x41) inbound.write(pending.subarray(0, size));
+        pending = pending.subarray(size);
+      }
+    });
+    outbound.on('close', () => inbound.destroy());
+    inbound.on('close', () => outbound.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  const url = new URL(target.toString());
+  url.hostname = '127.0.0.1';
+  url.port = String(typeof address === 'object' && address ? address.port : 0);
+  return {
+    url: url.toString(),
+    close: () =>
+      new Promise((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+describe('wake-ups behind a pooler that drops notifications', () => {
+  it('refuses to count on a LISTEN that hears nothing, so the worker polls instead', async () => {
+    const schema = db.freshSchema();
+    await db.store({ schema }).migrate();
+    const relay = await deafRelay(new URL(db.url));
+    try {
+      const store = db.store({ schema, connectionString: relay.url });
+      const refused = await store
+        .subscribe(() => {})
+        .then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+      expect(refused).toMatchObject({ code: 'store-unknown', retryable: false });
+      expect(String((refused as Error).message)).toMatch(/hears no notifications/);
+      // Its statements pass the relay: only the wake-ups are lost.
+      expect(await store.migrationStatus()).toEqual({ applied: 24, latest: 24 });
+      // The same store on a direct URL hears its proof and listens.
+      const stop = await db.store({ schema }).subscribe(() => {});
+      await stop();
+    } finally {
+      await db.closeStores();
+      await relay.close();
+    }
+  });
+});
