@@ -62,7 +62,7 @@ describe('least privilege', () => {
       await admin.query(`CREATE SCHEMA "${schema}" AUTHORIZATION ${migrator}`);
       const owner = db.store({ schema, connectionString: as(migrator, password) });
       await owner.migrate();
-      expect(await owner.migrationStatus()).toEqual({ applied: 24, latest: 24 });
+      expect(await owner.migrationStatus()).toEqual({ applied: 25, latest: 25, breakingAhead: null });
       await admin.query(`GRANT USAGE ON SCHEMA "${schema}" TO ${app}`);
       await admin.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${schema}" TO ${app}`);
       await admin.query(`GRANT USAGE ON ALL SEQUENCES IN SCHEMA "${schema}" TO ${app}`);
@@ -110,7 +110,7 @@ describe('server settings', () => {
     const url = withSettings({ default_transaction_isolation: 'repeatable read' });
     const stores = Array.from({ length: 4 }, () => db.store({ schema, poolSize: 1, connectionString: url }));
     await Promise.all(stores.map((s) => s.migrate()));
-    expect(await stores[0]!.migrationStatus()).toEqual({ applied: 24, latest: 24 });
+    expect(await stores[0]!.migrationStatus()).toEqual({ applied: 25, latest: 25, breakingAhead: null });
   });
 
   it('refuses to migrate on a read-only connection, even with nothing to apply', async () => {
@@ -218,7 +218,7 @@ describe('wake-ups behind a pooler that drops notifications', () => {
       expect(refused).toMatchObject({ code: 'store-unknown', retryable: false });
       expect(String((refused as Error).message)).toMatch(/hears no notifications/);
       // Its statements pass the relay: only the wake-ups are lost.
-      expect(await store.migrationStatus()).toEqual({ applied: 24, latest: 24 });
+      expect(await store.migrationStatus()).toEqual({ applied: 25, latest: 25, breakingAhead: null });
       // The same store on a direct URL hears its proof and listens.
       const stop = await db.store({ schema }).subscribe(() => {});
       await stop();
