@@ -129,6 +129,13 @@ export interface CancelResult {
 export type Include = 'attempts' | 'effects' | 'events';
 
 /**
+ * What one page of a listing carries at most, about: its operations' inputs, results and errors
+ * as stored, the last one included whole. A page of 500 operations at the largest input and
+ * result a kind may allow would otherwise be read, held and sent as hundreds of megabytes.
+ */
+export const LIST_PAGE_BYTES = 1024 ** 2;
+
+/**
  * @example
  * ```ts
  * import { Sluice, sqliteStore, Permanent } from 'sluice';
@@ -431,12 +438,18 @@ export class Sluice {
       kind: request.kind,
       after,
       limit: limit + 1,
+      maxBytes: LIST_PAGE_BYTES,
     });
-    const page = rows.slice(0, limit);
+    // The page ends at `limit` operations, or at the first that brings their inputs, results and
+    // errors to LIST_PAGE_BYTES; a row past it says whether another page follows.
+    let size = 0;
+    let bytes = 0;
+    while (size < limit && size < rows.length && bytes < LIST_PAGE_BYTES) bytes += rows[size++]!.listedBytes;
+    const page = rows.slice(0, size);
     const last = page[page.length - 1];
     return {
       operations: page.map((r) => toOperation(r)),
-      nextCursor: rows.length > limit && last ? Buffer.from(String(last.seq)).toString('base64url') : null,
+      nextCursor: rows.length > size && last ? Buffer.from(String(last.seq)).toString('base64url') : null,
     };
   }
 

@@ -33,6 +33,7 @@ import type {
   FinishParams,
   LeaseRef,
   LeaseStatus,
+  ListedOperation,
   ListParams,
   OperationRow,
   PurgeParams,
@@ -91,7 +92,7 @@ export interface Store {
    */
   readonly announcesWork?: boolean;
   operationGet(params: { tenant: string; id: string }): Promise<OperationRow | undefined>;
-  operationList(params: ListParams): Promise<OperationRow[]>;
+  operationList(params: ListParams): Promise<ListedOperation[]>;
   attemptList(params: { tenant: string; id: string }): Promise<AttemptRow[]>;
   effectList(params: { tenant: string; id: string }): Promise<EffectRow[]>;
   eventList(params: { tenant: string; id: string }): Promise<EventRow[]>;

@@ -336,6 +336,17 @@ export interface ListParams {
   /** Return operations with `seq` greater than this. */
   after?: number;
   limit: number;
+  /**
+   * A bound on what one page carries: the rows end one row after the first at which their
+   * `listedBytes` reach it (that one more row tells the caller whether anything follows). The
+   * rows past it are never read out of the store.
+   */
+  maxBytes?: number;
+}
+
+/** A listed operation, with the bytes of its input, result and error as the store holds them. */
+export interface ListedOperation extends OperationRow {
+  listedBytes: number;
 }
 
 export interface QueueStat {

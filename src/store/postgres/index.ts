@@ -72,6 +72,9 @@ export interface PostgresStore extends Store {
  * const sluice = new Sluice({ store });
  * ```
  */
+/** The bytes of a listed operation's input, result and error, as the store holds them. */
+const LISTED_BYTES = `octet_length(input) + coalesce(octet_length(result), 0) + coalesce(octet_length(error), 0)`;
+
 export function postgresStore(options: PostgresOptions): PostgresStore {
   const ctx = openPostgres(options);
   const subscriptions = new Set<() => Promise<void>>();
@@ -88,8 +91,17 @@ export function postgresStore(options: PostgresOptions): PostgresStore {
       where.push(`${column} = $${values.length}`);
     }
     values.push(p.limit);
+    const page = `SELECT *, ${LISTED_BYTES} AS listed_bytes FROM {s}.operations
+      WHERE ${where.join(' AND ')} ORDER BY seq LIMIT $${values.length}`;
+    if (p.maxBytes === undefined) return ctx.query(page, values);
+    values.push(p.maxBytes);
+    // As SQLite's (store/sqlite/list.ts): the page, then the prefix that ends one row after the
+    // first row reaching the bound.
     return ctx.query(
-      `SELECT * FROM {s}.operations WHERE ${where.join(' AND ')} ORDER BY seq LIMIT $${values.length}`,
+      `SELECT * FROM (
+         SELECT p.*, sum(p.listed_bytes) OVER (ORDER BY p.seq ROWS BETWEEN UNBOUNDED PRECEDING AND 2 PRECEDING) AS before
+           FROM (${page}) AS p) AS w
+        WHERE coalesce(w.before, 0) < $${values.length} ORDER BY w.seq`,
       values,
     );
   };
@@ -119,7 +131,8 @@ export function postgresStore(options: PostgresOptions): PostgresStore {
       ]);
       return row ? toOperationRow(row) : undefined;
     },
-    operationList: async (p) => (await list(p)).map(toOperationRow),
+    operationList: async (p) =>
+      (await list(p)).map((r) => ({ ...toOperationRow(r), listedBytes: Number(r.listed_bytes) })),
     attemptList: async ({ tenant, id }) =>
       (
         await ctx.query<PgRow>(

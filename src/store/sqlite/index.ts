@@ -9,7 +9,7 @@ import { resolve as resolvePath } from 'node:path';
 import { systemClock } from '../../core/clock.js';
 import { InvalidArgument } from '../../core/errors/index.js';
 import type { Store } from '../store.js';
-import type { ListParams, QueueStat } from '../types.js';
+import type { ListedOperation, ListParams, QueueStat } from '../types.js';
 import { budgetUsage } from './budgets.js';
 import { claimMany } from './claim.js';
 import { borrowSqlite, openSqlite, type SqliteContext, type SqliteOptions } from './connection.js';
@@ -65,8 +65,11 @@ export function sqliteStore(options: SqliteOptions): SqliteStore {
   // Resolved now: the file SQLite opens, whatever the working directory is later.
   const walPath = `${resolvePath(options.path)}-wal`;
   const ctx = openSqlite(options, options.clock ?? systemClock);
-  const list = (p: ListParams) =>
-    (ctx.stmt(listSql(p)).all(listParams(p)) as RawOperation[]).map(toOperationRow);
+  const list = (p: ListParams): ListedOperation[] =>
+    (ctx.stmt(listSql(p)).all(listParams(p)) as Array<RawOperation & { listed_bytes: number }>).map((r) => ({
+      ...toOperationRow(r),
+      listedBytes: r.listed_bytes,
+    }));
   const resolve = <T>(fn: () => T): Promise<T> => {
     try {
       return Promise.resolve(fn());

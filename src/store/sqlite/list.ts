@@ -23,9 +23,29 @@ export function listSql(p: ListParams): string {
     if (isTerminal(p.state)) where.push(SETTLED);
   }
   if (p.kind !== undefined) where.push('kind = @kind');
-  return `SELECT * FROM operations WHERE ${where.join(' AND ')} ORDER BY seq LIMIT @limit`;
+  const page = `SELECT *, ${LISTED_BYTES} AS listed_bytes FROM operations
+    WHERE ${where.join(' AND ')} ORDER BY seq LIMIT @limit`;
+  if (p.maxBytes === undefined) return page;
+  // The page first (its LIMIT bounds what the window reads), then its prefix: a row is kept
+  // while the rows before the one before it stay under the bound, so the page ends one row
+  // after the first row that reaches it.
+  return `SELECT * FROM (
+      SELECT p.*, sum(p.listed_bytes) OVER (ORDER BY p.seq ROWS BETWEEN UNBOUNDED PRECEDING AND 2 PRECEDING) AS before
+        FROM (${page}) AS p)
+    WHERE coalesce(before, 0) < @maxBytes ORDER BY seq`;
 }
 
+/** Bytes, not characters: a TEXT value's `length` counts characters. */
+const LISTED_BYTES = `length(CAST(input AS BLOB)) + coalesce(length(CAST(result AS BLOB)), 0)
+  + coalesce(length(CAST(error AS BLOB)), 0)`;
+
 export function listParams(p: ListParams): Record<string, unknown> {
-  return { after: p.after ?? 0, tenant: p.tenant, state: p.state, kind: p.kind, limit: p.limit };
+  return {
+    after: p.after ?? 0,
+    tenant: p.tenant,
+    state: p.state,
+    kind: p.kind,
+    limit: p.limit,
+    ...(p.maxBytes === undefined ? {} : { maxBytes: p.maxBytes }),
+  };
 }

@@ -5,6 +5,7 @@
  * that turns old terminal operations into tombstones and later forgets the tombstones.
  */
 import { expect } from 'vitest';
+import { canonicalJson } from '../../../src/core/digest.js';
 import { isSluiceError } from '../../../src/core/errors/index.js';
 import { isTerminal, type OperationState } from '../../../src/core/states.js';
 import {
@@ -154,6 +155,37 @@ export function operatorCases(t: CaseRegistry): void {
         expect(firstPage.map((r) => r.id)).toEqual(['dead']);
         const next = await store.operationList({ state: 'dead', after: firstPage[0]!.seq, limit: 1 });
         expect(next.map((r) => r.id)).toEqual(['s-dead']);
+      },
+    );
+
+    g.test(
+      'a listing bounded by bytes ends one row after the first that reaches the bound',
+      async ({ store }) => {
+        // Inputs of exactly 100 bytes as stored: {"pad":"…"} is 10 bytes of framing.
+        const input = (n: number) => ({ pad: String(n).padStart(90, 'x') });
+        expect(canonicalJson(input(1)).length).toBe(100);
+        await store.operationSubmitMany(
+          Array.from({ length: 6 }, (_, i) => submitParams({ id: `b${i}`, input: input(i) })),
+        );
+        const all = await store.operationList({ tenant: 'North', limit: 10 });
+        expect(all.map((r) => r.listedBytes)).toEqual([100, 100, 100, 100, 100, 100]);
+        const ids = async (maxBytes: number, limit = 10) =>
+          (await store.operationList({ tenant: 'North', limit, maxBytes })).map((r) => r.id);
+        // 250: the third row brings the rows to 300; the fourth says more follow.
+        expect(await ids(250)).toEqual(['b0', 'b1', 'b2', 'b3']);
+        // Exactly reached at the second row (200), then one more.
+        expect(await ids(200)).toEqual(['b0', 'b1', 'b2']);
+        // A bound below the first row still lists it, and the row after it.
+        expect(await ids(1)).toEqual(['b0', 'b1']);
+        // The limit bounds first; a bound never reached leaves the listing whole.
+        expect(await ids(250, 2)).toEqual(['b0', 'b1']);
+        expect(await ids(10_000)).toEqual(['b0', 'b1', 'b2', 'b3', 'b4', 'b5']);
+        // A result and an error count too.
+        const running = await claimOne(store);
+        await store.attemptFinishMany([{ lease: leaseOf(running), outcome: 'failed', error: BOOM }]);
+        const [failed] = await store.operationList({ tenant: 'North', limit: 1 });
+        expect(failed!.error).not.toBeNull();
+        expect(failed!.listedBytes).toBeGreaterThan(100 + BOOM.message.length);
       },
     );
   });
