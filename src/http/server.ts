@@ -189,6 +189,9 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
 
   app.addHook('onSend', async (request, reply, payload) => {
     if (request.url.startsWith('/v1/')) reply.header('cache-control', 'no-store');
+    // Every answer is JSON or plain text: a browser must never guess it is something it runs
+    // (OWASP's REST headers). Operations echo inputs and results a tenant chose.
+    reply.header('x-content-type-options', 'nosniff');
     return payload;
   });
 

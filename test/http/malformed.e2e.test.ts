@@ -409,6 +409,8 @@ describe('a malformed-input corpus over loopback: documented errors, store uncha
     expect(bad.headers.get('content-type')).toMatch(/^application\/problem\+json/);
     // Raised before routing, it still carries what every /v1/ answer does.
     expect(bad.headers.get('cache-control')).toBe('no-store');
+    expect(bad.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(missing.headers.get('x-content-type-options')).toBe('nosniff');
     expect([bad.status, ((await bad.json()) as { code: string }).code]).toEqual([400, 'url-invalid']);
   });
 
