@@ -298,8 +298,18 @@ export function sendProblem(request: FastifyRequest, reply: FastifyReply, error:
   reply.code(problem.status);
   for (const [name, value] of Object.entries(problem.headers)) reply.header(name, value);
   // Set here too: a problem raised before routing (a malformed URL) skips the onSend hook.
-  if (request.url.startsWith('/v1/')) reply.header('cache-control', 'no-store');
+  setCommonHeaders(request, reply);
   return reply.type(PROBLEM_CONTENT_TYPE).send(JSON.stringify(problem.body));
+}
+
+/**
+ * What every answer carries. `/v1/` answers are a tenant's data: never stored by a cache. Every
+ * answer is JSON or plain text, and operations echo inputs and results a tenant chose: no
+ * browser may guess a type it would run (OWASP's REST headers).
+ */
+export function setCommonHeaders(request: FastifyRequest, reply: FastifyReply): void {
+  if (request.url.startsWith('/v1/')) reply.header('cache-control', 'no-store');
+  reply.header('x-content-type-options', 'nosniff');
 }
 
 /** The path without its query (which may carry anything), bounded. */
@@ -315,6 +325,7 @@ export function rawProblemResponse(code: HttpProblemCode): string {
   return (
     `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n` +
     `Content-Type: ${PROBLEM_CONTENT_TYPE}\r\nContent-Length: ${Buffer.byteLength(text)}\r\n` +
+    'X-Content-Type-Options: nosniff\r\n' +
     `Connection: close\r\n\r\n${text}`
   );
 }

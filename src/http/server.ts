@@ -24,7 +24,7 @@ import type { Sluice } from '../sluice.js';
 import { type AuthConfig, KeyRing } from './auth.js';
 import { DEFAULT_MAX_JSON_DEPTH, registerJsonParser } from './json-body.js';
 import { methodsAt, recordRoutes } from './openapi.js';
-import { ApiError, rawProblemResponse, sendProblem } from './problem.js';
+import { ApiError, rawProblemResponse, sendProblem, setCommonHeaders } from './problem.js';
 import type { AuthMode } from './route-config.js';
 import { adminRoutes } from './routes/admin.js';
 import { operationRoutes } from './routes/operations.js';
@@ -188,10 +188,7 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
   });
 
   app.addHook('onSend', async (request, reply, payload) => {
-    if (request.url.startsWith('/v1/')) reply.header('cache-control', 'no-store');
-    // Every answer is JSON or plain text: a browser must never guess it is something it runs
-    // (OWASP's REST headers). Operations echo inputs and results a tenant chose.
-    reply.header('x-content-type-options', 'nosniff');
+    setCommonHeaders(request, reply);
     return payload;
   });
 

@@ -390,6 +390,7 @@ describe('a malformed-input corpus over loopback: documented errors, store uncha
     const [head, body] = answer.split('\r\n\r\n');
     expect(head).toMatch(/^HTTP\/1\.1 431 /);
     expect(head).toMatch(/content-type: application\/problem\+json/i);
+    expect(head).toMatch(/x-content-type-options: nosniff/i);
     expect(JSON.parse(body!)).toMatchObject({
       status: 431,
       code: 'header-too-large',
