@@ -12,25 +12,35 @@ import { InputNotJson } from './errors/index.js';
 /** In Unicode mode a surrogate pair is one code point: only a lone surrogate is of category Cs. */
 const LONE_SURROGATE = /\p{Cs}/u;
 
-/** Throws `InputNotJson` unless `value` is plain JSON (no undefined, functions, BigInt, cycles, NaN, lone surrogates). */
-export function assertPlainJson(value: unknown): void {
+/** The longest JSON text of a number: `-0.0000012345678901234567` (fixed notation down to 1e-6). */
+const MAX_NUMBER_TEXT = 25;
+
+/**
+ * Throws `InputNotJson` unless `value` is plain JSON (no undefined, functions, BigInt, cycles,
+ * NaN, lone surrogates). Returns a bound on the bytes of its JSON text, found on the same walk (a
+ * string counts six bytes a UTF-16 unit, as `\u0000`; a number its longest text), so a caller
+ * that limits the size serialises the value only when the bound is over its limit.
+ */
+export function assertPlainJson(value: unknown): number {
   const seen = new Set<object>();
-  const walk = (v: unknown, path: string): void => {
-    if (v === null || typeof v === 'boolean') return;
+  const walk = (v: unknown, path: string): number => {
+    if (v === null || typeof v === 'boolean') return 5;
     if (typeof v === 'string') {
       if (LONE_SURROGATE.test(v))
         throw new InputNotJson(`${path || '(root)'} holds a lone surrogate, which is not Unicode text`);
-      return;
+      return v.length * 6 + 2;
     }
     if (typeof v === 'number') {
       if (!Number.isFinite(v)) throw new InputNotJson(`${path || '(root)'} is not a finite number`);
-      return;
+      return MAX_NUMBER_TEXT;
     }
     if (typeof v !== 'object') throw new InputNotJson(`${path || '(root)'} is a ${typeof v}`);
     if (seen.has(v)) throw new InputNotJson(`${path || '(root)'} is a cycle`);
     seen.add(v);
+    // Brackets, and a comma after each member.
+    let bound = 2;
     if (Array.isArray(v)) {
-      for (const [i, item] of v.entries()) walk(item, `${path}[${i}]`);
+      for (const [i, item] of v.entries()) bound += walk(item, `${path}[${i}]`) + 1;
     } else {
       const proto = Object.getPrototypeOf(v);
       if (proto !== Object.prototype && proto !== null)
@@ -41,12 +51,14 @@ export function assertPlainJson(value: unknown): void {
             `${path || '(root)'} has a key holding a lone surrogate, which is not Unicode text`,
           );
         if (item === undefined) throw new InputNotJson(`${path ? `${path}.` : ''}${k} is undefined`);
-        walk(item, path ? `${path}.${k}` : k);
+        // The key's text and its colon.
+        bound += k.length * 6 + 3 + walk(item, path ? `${path}.${k}` : k) + 1;
       }
     }
     seen.delete(v);
+    return bound;
   };
-  walk(value, '');
+  return walk(value, '');
 }
 
 /** RFC 8785 canonical JSON. The input must be plain JSON. */

@@ -161,14 +161,12 @@ async function stateAfter(env: AttemptEnv, row: OperationRow, end: string): Prom
 
 /**
  * A result is stored on the operation's row and sent with every read of it, so it is bounded as
- * an input is. Measured as the JSON the store writes; a number, a boolean or null cannot be over.
+ * an input is. Measured as the JSON the store writes, but serialised here only when the bound the
+ * plain-JSON check found (`jsonBound`) is over the limit: most results are far under it.
  * Permanent: the same handler would return the same result again.
  */
-function assertResultSize(value: unknown, max: number): void {
-  if (value === null || (typeof value !== 'object' && typeof value !== 'string')) return;
-  // A string is at most 6 bytes of JSON per UTF-16 unit (`\u0000`), plus its quotes: most results
-  // are decided without serialising them twice.
-  if (typeof value === 'string' && value.length * 6 + 2 <= max) return;
+function assertResultSize(value: unknown, jsonBound: number, max: number): void {
+  if (jsonBound <= max) return;
   const bytes = Buffer.byteLength(JSON.stringify(value));
   if (bytes > max)
     throw new Permanent(
@@ -435,14 +433,15 @@ async function execute(
     // Over a limit is over, even if the handler finished before the next check.
     if (stop.aborted && isOperationLimitExceeded(stop.reason)) throw stop.reason;
     const value = result === undefined ? null : result;
+    let jsonBound: number;
     try {
-      assertPlainJson(value);
+      jsonBound = assertPlainJson(value);
     } catch (error) {
       throw new Permanent(`the handler's result is not plain JSON: ${(error as Error).message}`, {
         code: 'result-not-json',
       });
     }
-    assertResultSize(value, kind.limits.maxResultBytes);
+    assertResultSize(value, jsonBound, kind.limits.maxResultBytes);
     return { outcome: 'succeeded', result: value };
   } catch (error) {
     if (effects.size > 0 && !crashed && !isSimulatedCrash(error)) await effectsSettled();

@@ -53,3 +53,22 @@ describe('operation digest', () => {
     expect(() => assertPlainJson({ a: [1, 'x', null, true, { b: 2 }] })).not.toThrow();
   });
 });
+
+describe('the JSON size bound of the plain-JSON check', () => {
+  it('is never below the bytes of the JSON text', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), (value) => {
+        expect(assertPlainJson(value)).toBeGreaterThanOrEqual(Buffer.byteLength(JSON.stringify(value)));
+      }),
+      { numRuns: 500 },
+    );
+    // The texts that take the most bytes a unit: control characters and the longest numbers.
+    for (const value of [
+      '\u0000\u001f',
+      -0.0000012345678901234567,
+      -1.7976931348623157e308,
+      ['é', { 'k\n': 5e-324 }],
+    ])
+      expect(assertPlainJson(value)).toBeGreaterThanOrEqual(Buffer.byteLength(JSON.stringify(value)));
+  });
+});
