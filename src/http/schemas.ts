@@ -287,7 +287,9 @@ export const listResponseSchema: JsonSchema = {
     operations: { type: 'array', items: operationSchema },
     nextCursor: {
       type: ['string', 'null'],
-      description: 'Pass as `cursor` for the next page; null at the end.',
+      description:
+        'Pass as `cursor` for the next page; null at the end. A page ends at `limit` operations, or at the ' +
+        'first that brings its inputs, results and errors to about 1 MiB: read on while it is not null.',
     },
   },
 };

@@ -54,11 +54,14 @@ export interface ServerOptions {
   requestTimeoutMs?: number;
   /**
    * A connection on which nothing has moved, either way, for this long is closed: a client that
-   * stops reading its answers. Default twice `requestTimeoutMs` (60 s), so that a request that
-   * stops arriving is first answered `408`.
+   * stops reading its answers. Default twice `requestTimeoutMs` and a second (61 s), so that a
+   * request that stops arriving is first answered `408`.
    */
   connectionTimeoutMs?: number;
 }
+
+/** How often Node checks open connections' request and header timeouts. */
+const CHECK_INTERVAL_MS = 1000;
 
 /** Bytes a body may have beyond the input itself: `kind`, `deadlineMs`, whitespace. */
 export const BODY_FRAMING_BYTES = 4096;
@@ -108,11 +111,13 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     // The request and header timeouts end once a request has arrived, and the keep-alive timeout
     // starts only once an answer has been sent: a client that sends requests and never reads the
     // answers held its connection, and every answer not yet sent, in memory for ever.
-    connectionTimeout: options.connectionTimeoutMs ?? 2 * requestTimeout,
+    // The default leaves a stalled request time for its 408: Node notices a request timeout only at
+    // its next check, up to CHECK_INTERVAL_MS late.
+    connectionTimeout: options.connectionTimeoutMs ?? 2 * requestTimeout + CHECK_INTERVAL_MS,
     http: {
       // Node checks the request and header timeouts of open connections only this often
       // (30 s by default), so a 30 s limit fired after 30–60 s, headers after up to 90.
-      connectionsCheckingInterval: 1000,
+      connectionsCheckingInterval: CHECK_INTERVAL_MS,
       headersTimeout: requestTimeout,
       // Answered below as a problem, instead of Node's bare 400.
       requireHostHeader: false,

@@ -29,12 +29,15 @@ export function loadMigrations(dir: string): Migration[] {
   return readdirSync(dir)
     .filter((f) => /^\d{4}_[a-z0-9_]+\.sql$/.test(f))
     .sort()
-    .map((file) => ({
-      version: Number(file.slice(0, 4)),
-      name: file.slice(5, -4),
-      sql: readFileSync(join(dir, file), 'utf8'),
-    }))
-    .map((m) => ({ ...m, breaking: !m.sql.split('\n').some((line) => line.trim() === COMPATIBLE_MARK) }));
+    .map((file) => {
+      const sql = readFileSync(join(dir, file), 'utf8');
+      return {
+        version: Number(file.slice(0, 4)),
+        name: file.slice(5, -4),
+        sql,
+        breaking: !sql.split('\n').some((line) => line.trim() === COMPATIBLE_MARK),
+      };
+    });
 }
 
 /** What a store's migrations table says against the migrations this build has. */

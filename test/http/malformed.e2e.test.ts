@@ -463,7 +463,7 @@ describe('a malformed-input corpus over loopback: documented errors, store uncha
   it('a client that stops reading its answers: its connection is closed, the answers let go', async () => {
     // Its requests have arrived, so the request timeout is over; its answers are not all sent, so
     // the keep-alive timeout has not begun. Before a connection timeout, nothing ended it.
-    const stalled = await rig({ server: { requestTimeoutMs: 500 } }); // so 1 s without progress
+    const stalled = await rig({ server: { requestTimeoutMs: 500 } }); // so 2 s without progress
     const client = new Socket();
     try {
       const text = 'x'.repeat(1900);

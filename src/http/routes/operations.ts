@@ -173,7 +173,9 @@ export function operationRoutes(
     {
       schema: {
         summary: 'List operations',
-        description: "The tenant's own operations in acceptance order, one page at a time.",
+        description:
+          "The tenant's own operations in acceptance order, one page at a time: at most `limit`, and about " +
+          '1 MiB of inputs, results and errors.',
         operationId: 'listOperations',
         tags: ['operations'],
         querystring: listQuerySchema,
