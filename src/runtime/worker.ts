@@ -226,13 +226,26 @@ export class Worker extends EventEmitter<WorkerEvents> {
     // LISTEN/NOTIFY, SQLite's watch on the file); its own retries wake it when due (dueWakes);
     // polling stays as the fallback.
     if (this.env.store.subscribe) {
+      // While wake-ups are lost, this worker looks for other processes' work itself, as when it
+      // cannot listen at all: a freed slot claims at once instead of waiting to be told.
+      let deaf = false;
       this.unsubscribe = this.env.store
         .subscribe((cls) => this.env.wakeup.notify(cls), {
-          onReconnect: () => this.env.wakeup.notifyAll(),
+          onLost: (error) => {
+            deaf = true;
+            this.announced = false;
+            this.log.warn({ err: error }, 'lost the wake-up connection; polling until it is back');
+          },
+          onReconnect: () => {
+            if (deaf) this.log.info('listening for wake-ups again');
+            deaf = false;
+            this.announced = this.env.store.announcesWork === true;
+            this.env.wakeup.notifyAll();
+          },
           interest: this.env.wakeup.interest,
         })
         .then((stop) => {
-          this.announced = this.env.store.announcesWork === true;
+          this.announced = !deaf && this.env.store.announcesWork === true;
           return stop;
         })
         .catch((error) => {

@@ -77,13 +77,15 @@ export interface Store {
   operationSubmitMany(items: SubmitParams[], options?: { tx?: unknown }): Promise<SubmitOutcome[]>;
   /**
    * Optional: calls `onClass` when another process makes work of a class ready, so idle workers
-   * wake at once instead of at the next poll. `onReconnect` after notifications may have been lost.
-   * `interest`: whether a wake would be acted on now (a claim loop waits for work); a store that
-   * has to look for other processes' work rather than be told (SQLite) looks only then.
+   * wake at once instead of at the next poll. `onLost` when wake-ups stop coming (the listening
+   * connection was lost, or could not listen at start), `onReconnect` once they come again:
+   * notifications may have been missed in between. `interest`: whether a wake would be acted on
+   * now (a claim loop waits for work); a store that has to look for other processes' work rather
+   * than be told (SQLite) looks only then.
    */
   subscribe?(
     onClass: (cls: string) => void,
-    options?: { onReconnect?: () => void; interest?: WakeInterest },
+    options?: { onReconnect?: () => void; onLost?: (error: unknown) => void; interest?: WakeInterest },
   ): Promise<() => Promise<void>>;
   /**
    * True when the store's writes announce to subscribers the work they make ready (a submit, a

@@ -1291,6 +1291,7 @@ describe('wake-ups', () => {
   it('listens again by itself after its connection is killed, and says so', async () => {
     const [listener, submitter] = await processes(2);
     const classes: string[] = [];
+    const told: string[] = [];
     let woke!: () => void;
     let reconnected!: () => void;
     const back = new Promise<void>((resolve) => {
@@ -1304,8 +1305,15 @@ describe('wake-ups', () => {
         classes.push(cls);
         woke();
       },
-      { onReconnect: () => reconnected() },
+      {
+        onLost: (error) => told.push(`lost: ${isSluiceError(error) ? error.code : String(error)}`),
+        onReconnect: () => {
+          told.push('back');
+          reconnected();
+        },
+      },
     );
+    expect(told).toEqual([]);
     const admin = await db.client();
     try {
       const killed = await admin.query(
@@ -1314,6 +1322,8 @@ describe('wake-ups', () => {
       );
       expect(killed.rowCount).toBe(1);
       await back;
+      // One loss, reported before listening resumed, as the store's stable code.
+      expect(told).toEqual(['lost: store-unavailable', 'back']);
       await submitter!.operationSubmitMany([item({ class: 'bulk' })]);
       await wake;
       expect(classes).toEqual(['bulk']);
@@ -1341,8 +1351,15 @@ describe('wake-ups across an outage at start', () => {
     const wake = new Promise<string>((resolve) => {
       woke = resolve;
     });
-    // Resolves although nothing answers: it keeps trying in the background.
-    const stop = await listener.subscribe((cls) => woke(cls), { onReconnect: () => reconnected() });
+    // Resolves although nothing answers: it keeps trying in the background, and says it is not
+    // listening before it resolves.
+    const lost: unknown[] = [];
+    const stop = await listener.subscribe((cls) => woke(cls), {
+      onLost: (error) => lost.push(error),
+      onReconnect: () => reconnected(),
+    });
+    expect(lost).toHaveLength(1);
+    expect(isSluiceError(lost[0]) && lost[0].code).toBe('store-unavailable');
     try {
       link.open();
       await back;

@@ -5,11 +5,13 @@
  * a retry that goes back through the queue. Then how a worker finds work with polling out of the
  * picture (a poll interval longer than the test): announced work by NOTIFY, and the two kinds
  * of work nothing announces — a backlog deeper than the slots, a capped tenant's next operation —
- * by claiming when a slot frees; and no claim at all when the queue is drained. Last, that the
+ * by claiming when a slot frees, as is all work while wake-ups are lost; and no claim at all when
+ * the queue is drained. Last, that the
  * plans a connection made while the tables were empty still find rows by key once they are large.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { StoreError } from '../../src/core/errors/index.js';
 import { Retryable, type SluiceOptions } from '../../src/index.js';
 import type { Store } from '../../src/store/store.js';
 import type { ClaimResult } from '../../src/store/types.js';
@@ -133,9 +135,14 @@ async function producerAndWorker(sluice?: Partial<SluiceOptions>) {
     return finishAndClaim(items, params);
   };
   let listening: Promise<unknown> | undefined;
+  let deaf = false;
+  let told: Parameters<typeof subscribe>[1];
   const subscribe = store.subscribe!.bind(store);
-  store.subscribe = (...args) => {
-    listening = subscribe(...args);
+  store.subscribe = (onClass, options) => {
+    told = options;
+    listening = subscribe((cls) => {
+      if (!deaf) onClass(cls);
+    }, options);
     return listening as ReturnType<typeof subscribe>;
   };
   const consumer = await harness({ store, sluice });
@@ -154,6 +161,15 @@ async function producerAndWorker(sluice?: Partial<SluiceOptions>) {
     async start(slots: number) {
       consumer.worker({ pollIntervalMs: NO_POLL_MS, slots: { default: slots } }).start();
       await listening;
+    },
+    /**
+     * From now on no wake-up reaches the worker, and the store says so, as when its listening
+     * connection dies and stays down (the store's side of that, on a real kill, is in
+     * postgres-basics.test.ts).
+     */
+    loseWakeups() {
+      deaf = true;
+      told?.onLost?.(new StoreError('unavailable', 'the listening connection ended'));
     },
   };
 }
@@ -207,6 +223,37 @@ describe('a worker on PostgreSQL without polling', () => {
     await Promise.all(refs.map((r, i) => producer.sluice.submit({ ...r, kind: 'noop', input: { n: i } })));
     const done = await Promise.all(refs.map((r) => producer.sluice.wait(r, { timeoutMs: 15_000 })));
     expect(done.map((o) => o.state)).toEqual(refs.map(() => 'succeeded'));
+  }, 20_000);
+
+  it('claims as slots free while its wake-ups are lost, instead of waiting to be told', async () => {
+    const { producer, consumer, start, loseWakeups } = await producerAndWorker();
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let entered!: () => void;
+    const running = new Promise<void>((resolve) => {
+      entered = resolve;
+    });
+    for (const h of [producer, consumer])
+      h.sluice.define('held', {
+        input: z.object({}),
+        run: async () => {
+          entered();
+          await gate;
+          return 'held';
+        },
+      });
+    // Two slots, one taken: the claim did not fill them, so nothing but a wake-up (or, while
+    // wake-ups are lost, the end of the running attempt) would claim again.
+    await start(2);
+    await producer.sluice.submit({ tenant: 'North', id: 'held', kind: 'held', input: {} });
+    await running;
+    loseWakeups();
+    await producer.sluice.submit({ tenant: 'North', id: 'after', kind: 'noop', input: { n: 1 } });
+    release();
+    const after = await producer.sluice.wait({ tenant: 'North', id: 'after' }, { timeoutMs: 15_000 });
+    expect(after.state).toBe('succeeded');
   }, 20_000);
 
   it("claims a capped tenant's next operation when its running one ends", async () => {

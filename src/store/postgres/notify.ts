@@ -8,6 +8,7 @@
  * A notification is a hint, never the only way work is found: it can be lost while the listening
  * connection is down. The listener reconnects by itself with back-off, and after each reconnect
  * calls `onReconnect` so the engine can look for work it may have missed (a poll of every class).
+ * `onLost` says when wake-ups stop, so the engine can look for work itself meanwhile and say so.
  *
  * Each LISTEN is proved before it counts: the pool (another connection) sends an empty
  * notification on the channel, which every listener ignores, and the listener must hear it. A
@@ -25,6 +26,12 @@ import { classifyPgError } from './errors.js';
 export interface SubscribeOptions {
   /** Called after the listening connection was lost and is back: notifications may have been missed. */
   onReconnect?: () => void;
+  /**
+   * Called when wake-ups stop: the listening connection was lost, or the first one could not be
+   * made. Once an outage, and once more if a reconnect then hears nothing (a pooler in
+   * transaction mode put in front meanwhile), since that needs an operator, not time.
+   */
+  onLost?: (error: unknown) => void;
 }
 
 const MIN_BACKOFF_MS = 100;
@@ -38,7 +45,8 @@ const deaf = new WeakSet<object>();
 /**
  * Listens for wake-ups. Resolves once listening — or, if the database cannot be reached yet, at
  * once, and keeps trying in the background with back-off (a worker started during an outage
- * must not stay deaf after it); `onReconnect` is called whenever listening starts late or again.
+ * must not stay deaf after it, and `onLost` says so before this resolves); `onReconnect` is
+ * called whenever listening starts late or again.
  * The returned function stops listening and closes the connection.
  */
 export async function subscribe(
@@ -51,6 +59,8 @@ export async function subscribe(
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
   let backoff = MIN_BACKOFF_MS;
+  /** A reconnect that could not hear has been reported in this outage. */
+  let toldDeaf = false;
 
   const connect = async (): Promise<void> => {
     const c = new (pgDriver().Client)(config);
@@ -91,14 +101,19 @@ export async function subscribe(
     }
     client = c;
     // A lost connection surfaces as 'error' and/or 'end'; the first starts one reconnect.
-    const lost = () => {
+    const lost = (error?: unknown) => {
       if (client !== c) return;
       client = undefined;
       c.end().catch(() => {});
+      options.onLost?.(
+        error === undefined
+          ? new StoreError('unavailable', `the connection listening on "${ctx.channel}" ended`)
+          : classifyPgError(error),
+      );
       schedule();
     };
     c.on('error', lost);
-    c.on('end', lost);
+    c.on('end', () => lost());
   };
 
   const schedule = () => {
@@ -109,9 +124,14 @@ export async function subscribe(
       try {
         await connect();
         backoff = MIN_BACKOFF_MS;
+        toldDeaf = false;
         if (closed) return void (await stop());
         options.onReconnect?.();
-      } catch {
+      } catch (error) {
+        if (deaf.has(error as object) && !toldDeaf && !closed) {
+          toldDeaf = true;
+          options.onLost?.(error);
+        }
         backoff = Math.min(MAX_BACKOFF_MS, backoff * 2);
         schedule();
       }
@@ -129,6 +149,7 @@ export async function subscribe(
     await connect();
   } catch (error) {
     if (deaf.has(error as object)) throw error;
+    options.onLost?.(error);
     schedule();
   }
   return async () => {
