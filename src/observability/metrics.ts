@@ -261,7 +261,7 @@ class PromMetrics implements Metrics {
       try {
         const now = await store.now();
         const [queues, classes, spend, rates, retryBudget] = await Promise.all([
-          store.queueStats(),
+          store.queueStats({ holdingWork: true }),
           store.classStats(),
           store.budgetUsage({ prefix: 'spend:', since: now }),
           store.budgetUsage({ prefix: 'rate:', since: now }),
@@ -308,15 +308,14 @@ class PromMetrics implements Metrics {
     gauge('store_up', '1 when the store answered the last scrape.', [], async (g) => {
       g.set(this.source ? ((await this.snapshot()) ? 1 : 0) : 0);
     });
-    // A (class, tenant) pair has series only while it holds work: the store keeps a counter row
-    // for every pair it ever saw, and tenants that come and go must not grow the series forever.
-    const holdingWork = (s: Snapshot) => s.queues.filter((q) => q.waiting > 0 || q.running > 0);
+    // A (class, tenant) pair has series only while it holds work (the snapshot reads no other):
+    // tenants that come and go must not grow the series, nor each scrape, for ever.
     fromSnapshot(
       'queue_waiting',
       'Operations waiting, per class and tenant holding work (all processes).',
       ['class', 'tenant'],
       (g, s) => {
-        for (const q of holdingWork(s)) g.set({ class: q.class, tenant: q.tenant }, q.waiting);
+        for (const q of s.queues) g.set({ class: q.class, tenant: q.tenant }, q.waiting);
       },
     );
     fromSnapshot(
@@ -324,7 +323,7 @@ class PromMetrics implements Metrics {
       'Operations running, per class and tenant holding work (all processes).',
       ['class', 'tenant'],
       (g, s) => {
-        for (const q of holdingWork(s)) g.set({ class: q.class, tenant: q.tenant }, q.running);
+        for (const q of s.queues) g.set({ class: q.class, tenant: q.tenant }, q.running);
       },
     );
     // Likewise a class: the store keeps a row for every class it ever saw, and classes that a

@@ -37,7 +37,9 @@ import type {
   ListParams,
   OperationRow,
   PurgeParams,
+  PurgeResult,
   QueueStat,
+  QueueStatsParams,
   ReconcileParams,
   RescuedOperation,
   RescueParams,
@@ -98,7 +100,11 @@ export interface Store {
   attemptList(params: { tenant: string; id: string }): Promise<AttemptRow[]>;
   effectList(params: { tenant: string; id: string }): Promise<EffectRow[]>;
   eventList(params: { tenant: string; id: string }): Promise<EventRow[]>;
-  queueStats(): Promise<QueueStat[]>;
+  /**
+   * The queue counters per (class, tenant), in class then tenant order: every row, or one
+   * tenant's (read by key), or only those holding work (what a metrics scrape shows).
+   */
+  queueStats(params?: QueueStatsParams): Promise<QueueStat[]>;
   /** Waiting operations per class, all tenants together (the class's global queue bound). */
   classStats(): Promise<Array<{ class: string; waiting: number }>>;
 
@@ -165,6 +171,10 @@ export interface Store {
 
   /** Moves operations whose lease expired back to the queue, or parks them. */
   leaseRescue(params: RescueParams): Promise<RescuedOperation[]>;
-  /** Purges old terminal operations to tombstones and deletes old tombstones. */
-  retentionPurge(params: PurgeParams): Promise<{ purged: number; tombstonesDeleted: number }>;
+  /**
+   * Purges old terminal operations to tombstones and deletes old tombstones. The queue rows
+   * (counters and fair-scheduling state, per class) of a tenant whose last operations this pass
+   * purged go too: a tenant that comes back is counted in afresh by its next submit.
+   */
+  retentionPurge(params: PurgeParams): Promise<PurgeResult>;
 }

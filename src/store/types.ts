@@ -321,6 +321,15 @@ export interface RescuedOperation {
   endToEndMs: number | null;
 }
 
+/** What one pass of the retention purge removed. */
+export interface PurgeResult {
+  /** Terminal operations purged to a tombstone. */
+  purged: number;
+  tombstonesDeleted: number;
+  /** Queue rows of tenants left with no operation at all (store.ts `retentionPurge`). */
+  queuesDeleted: number;
+}
+
 export interface PurgeParams {
   /** Terminal operations finished longer ago than this are purged to a tombstone. */
   retentionMs: number;
@@ -347,6 +356,13 @@ export interface ListParams {
 /** A listed operation, with the bytes of its input, result and error as the store holds them. */
 export interface ListedOperation extends OperationRow {
   listedBytes: number;
+}
+
+export interface QueueStatsParams {
+  /** Only this tenant's rows. */
+  tenant?: string;
+  /** Only rows with an operation waiting or running. */
+  holdingWork?: boolean;
 }
 
 export interface QueueStat {

@@ -1140,6 +1140,7 @@ describe('maintenance', () => {
     expect(await store!.retentionPurge({ retentionMs: 5000, tombstoneMs: 60_000, limit: 10 })).toEqual({
       purged: 1,
       tombstonesDeleted: 0,
+      queuesDeleted: 0,
     });
     expect(await store!.operationGet({ tenant: 'North', id: 'done' })).toBeUndefined();
     expect((await store!.operationGet({ tenant: 'North', id: 'unknown' }))?.state).toBe(
@@ -1152,6 +1153,7 @@ describe('maintenance', () => {
     expect(await store!.retentionPurge({ retentionMs: 5000, tombstoneMs: 60_000, limit: 10 })).toEqual({
       purged: 0,
       tombstonesDeleted: 1,
+      queuesDeleted: 0,
     });
   });
 });
@@ -1183,7 +1185,7 @@ describe('maintenance plans', () => {
       const purge = () => store.retentionPurge({ retentionMs: 60_000, tombstoneMs: 600_000, limit: 100 });
       for (let i = 0; i < 8; i++) {
         expect(await rescue()).toEqual([]);
-        expect(await purge()).toEqual({ purged: 0, tombstonesDeleted: 0 });
+        expect(await purge()).toEqual({ purged: 0, tombstonesDeleted: 0, queuesDeleted: 0 });
       }
       // 20,000 operations and 20,000 tombstones, none of them due: no lease, finished just now.
       const now = clock.now();
@@ -1206,10 +1208,51 @@ describe('maintenance plans', () => {
       const n = 10;
       for (let i = 0; i < n; i++) {
         expect(await rescue()).toEqual([]);
-        expect(await purge()).toEqual({ purged: 0, tombstonesDeleted: 0 });
+        expect(await purge()).toEqual({ purged: 0, tombstonesDeleted: 0, queuesDeleted: 0 });
       }
       // Through an index a run that finds nothing due reads next to nothing; a scan, 40,000 rows.
       expect(((await rowsRead(store, schema, tables)) - before) / n).toBeLessThan(100);
+    } finally {
+      await admin.end();
+    }
+  });
+});
+
+describe('queue rows by tenant', () => {
+  it("reads one tenant's counters, and forgets a departed tenant's, by key among thousands", async () => {
+    const { clock, schema, store, admin } = await oneConnection(['queues', 'classes']);
+    try {
+      await store.operationSubmitMany([item({ tenant: 'Gone', id: 'last' })]);
+      const { rows } = await store.operationClaimMany({
+        class: 'default',
+        owner: 'w',
+        limit: 1,
+        leaseMs: 60_000,
+      });
+      await store.attemptFinishMany([
+        { lease: { tenant: 'Gone', id: 'last', epoch: rows[0]!.epoch }, outcome: 'succeeded', result: 1 },
+      ]);
+      // 6,000 other tenants' rows at rest in two classes, with statistics as autovacuum would make.
+      await admin.query(
+        `INSERT INTO "${schema}".queues (class, tenant)
+         SELECT c, 'T' || g FROM generate_series(1, 3000) g, (VALUES ('default'), ('bulk')) v(c)`,
+      );
+      await admin.query(`INSERT INTO "${schema}".classes (class) VALUES ('bulk') ON CONFLICT DO NOTHING`);
+      await admin.query(`ANALYZE "${schema}".queues, "${schema}".classes`);
+      clock.advance(10_000);
+      const before = await rowsRead(store, schema, ['queues']);
+      expect(await store.queueStats({ tenant: 'T7' })).toEqual([
+        { class: 'bulk', tenant: 'T7', waiting: 0, running: 0 },
+        { class: 'default', tenant: 'T7', waiting: 0, running: 0 },
+      ]);
+      expect(await store.retentionPurge({ retentionMs: 5000, tombstoneMs: 60_000, limit: 10 })).toEqual({
+        purged: 1,
+        tombstonesDeleted: 0,
+        queuesDeleted: 1,
+      });
+      // By key, a few rows each; a scan, 6,000.
+      expect((await rowsRead(store, schema, ['queues'])) - before).toBeLessThan(20);
+      expect(await store.queueStats({ tenant: 'Gone' })).toEqual([]);
     } finally {
       await admin.end();
     }

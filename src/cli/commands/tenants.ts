@@ -19,9 +19,7 @@ export function tenantsCommand(program: Command): void {
     .action(async (tenant: string | undefined, opts: { db?: string; config?: string; json?: boolean }) => {
       await withSluice(opts, async (sluice) => {
         const now = await sluice.store.now();
-        const queues = (await sluice.store.queueStats()).filter(
-          (q) => tenant === undefined || q.tenant === tenant,
-        );
+        const queues = await sluice.store.queueStats({ tenant });
         const spend = (await sluice.store.budgetUsage({ prefix: 'spend:', since: now })).filter(
           (b) => tenant === undefined || spendKeyParts(b.key)?.tenant === tenant,
         );

@@ -29,14 +29,11 @@ export interface TenantUsage {
 
 export async function tenantUsage(sluice: Sluice, tenant: string): Promise<TenantUsage> {
   const store = sluice.store;
-  const [stats, now] = await Promise.all([store.queueStats(), store.now()]);
+  const [stats, now] = await Promise.all([store.queueStats({ tenant }), store.now()]);
   const usage = await store.budgetUsage({ prefix: SPEND_PREFIX, since: now });
   return {
     tenant,
-    classes: stats
-      .filter((s) => s.tenant === tenant)
-      .map((s) => ({ class: s.class, running: s.running, waiting: s.waiting }))
-      .sort((a, b) => a.class.localeCompare(b.class)),
+    classes: stats.map((s) => ({ class: s.class, running: s.running, waiting: s.waiting })),
     // The key is parsed, not matched by its end: a tenant `x:tenant:north` has keys that end as
     // north's would.
     budgets: usage.flatMap((u) => {

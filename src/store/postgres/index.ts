@@ -156,8 +156,20 @@ export function postgresStore(options: PostgresOptions): PostgresStore {
           id,
         ])
       ).map(toEventRow),
-    queueStats: () =>
-      ctx.query<QueueStat>('SELECT class, tenant, waiting, running FROM {s}.queues ORDER BY class, tenant'),
+    queueStats: ({ tenant, holdingWork = false } = {}) =>
+      // One tenant's rows by the queues' key, through `classes`, not a scan of every tenant's.
+      tenant === undefined
+        ? ctx.query<QueueStat>(
+            `SELECT class, tenant, waiting, running FROM {s}.queues
+              WHERE NOT $1::boolean OR waiting > 0 OR running > 0 ORDER BY class, tenant`,
+            [holdingWork],
+          )
+        : ctx.query<QueueStat>(
+            `SELECT q.class, q.tenant, q.waiting, q.running FROM {s}.classes c
+               JOIN {s}.queues q ON q.class = c.class AND q.tenant = $1
+              WHERE NOT $2::boolean OR q.waiting > 0 OR q.running > 0 ORDER BY q.class`,
+            [tenant, holdingWork],
+          ),
     classStats: () =>
       ctx.query<{ class: string; waiting: number }>('SELECT class, waiting FROM {s}.classes ORDER BY class'),
     operationClaimMany: (p) => claimMany(ctx, p),

@@ -7,7 +7,8 @@
  * for the next pass.
  *
  * The purge also deletes budget windows that ended more than a day ago (skipping, as it skips
- * operations, those another transaction holds) and retry-budget buckets older than a day.
+ * operations, those another transaction holds), retry-budget buckets older than a day, and the
+ * queue rows of tenants it left with no operation.
  *
  * The rescuer decides with core/decisions.ts `afterLeaseExpiry`, on facts read from the journal
  * after the rows are locked (a later statement: it sees every effect written before the lock).
@@ -18,7 +19,7 @@
  */
 import { afterLeaseExpiry, leaseExpiredError } from '../../core/decisions.js';
 import { byteOrder } from '../byte-order.js';
-import type { PurgeParams, RescuedOperation, RescueParams } from '../types.js';
+import type { PurgeParams, PurgeResult, RescuedOperation, RescueParams } from '../types.js';
 import type { PgContext, Query } from './connection.js';
 import { jsonText, ms, num, type PgRow } from './rows.js';
 
@@ -172,10 +173,7 @@ const PURGEABLE = `('succeeded', 'failed', 'cancelled', 'dead')`;
 const NOT_DEAD_WITH_PENDING_EFFECT = `NOT (state = 'dead' AND EXISTS (SELECT 1 FROM {s}.effects e WHERE e.op_seq = o.seq AND e.state = 'pending'))`;
 
 /** Purges old terminal operations to tombstones and deletes old tombstones. */
-export function purge(
-  ctx: PgContext,
-  p: PurgeParams,
-): Promise<{ purged: number; tombstonesDeleted: number }> {
+export function purge(ctx: PgContext, p: PurgeParams): Promise<PurgeResult> {
   return maintenanceTx(ctx, async (q) => {
     const [clock] = await q<{ now: string }>('SELECT {s}.now_ms($1::bigint) AS now', [ctx.now()]);
     const now = num(clock!.now)!;
@@ -217,6 +215,7 @@ export function purge(
         ],
       );
     }
+    const queuesDeleted = old.length > 0 ? await forgetQueues(q, [...new Set(old.map((o) => o.tenant))]) : 0;
     const deleted = await q<{ n: number }>(
       `WITH d AS (DELETE FROM {s}.tombstones WHERE finished_at < $1 RETURNING 1) SELECT count(*)::integer AS n FROM d`,
       [ms(now - p.tombstoneMs)],
@@ -233,6 +232,29 @@ export function purge(
       [ms(now - DAY_MS)],
     );
     await q('DELETE FROM {s}.retry_budget WHERE bucket < $1', [ms(now - DAY_MS)]);
-    return { purged: old.length, tombstonesDeleted: deleted[0]?.n ?? 0 };
+    return { purged: old.length, tombstonesDeleted: deleted[0]?.n ?? 0, queuesDeleted };
   });
+}
+
+/**
+ * Deletes the queue rows of those of `tenants` left with no operation at all (store.ts
+ * `retentionPurge`). The rows are found through `classes`, by the queues' key, rather than by a
+ * scan of every tenant's rows. A row another transaction holds (a submit counting the tenant back
+ * in) is skipped, and one it changed is read again as it committed, so a tenant that has just
+ * submitted keeps its row.
+ */
+async function forgetQueues(q: Query, tenants: string[]): Promise<number> {
+  const rows = await q<{ n: number }>(
+    `WITH d AS (DELETE FROM {s}.queues q
+                 WHERE (q.class, q.tenant) IN (
+                   SELECT x.class, x.tenant FROM {s}.classes c
+                     JOIN {s}.queues x ON x.class = c.class AND x.tenant = ANY ($1::text[])
+                    WHERE x.waiting = 0 AND x.running = 0 AND x.ready_at IS NULL
+                      AND NOT EXISTS (SELECT 1 FROM {s}.operations o WHERE o.tenant = x.tenant)
+                      FOR UPDATE OF x SKIP LOCKED)
+                RETURNING 1)
+     SELECT count(*)::integer AS n FROM d`,
+    [tenants],
+  );
+  return rows[0]?.n ?? 0;
 }

@@ -146,11 +146,25 @@ export function sqliteStore(options: SqliteOptions): SqliteStore {
           ) as RawEvent[]
         ).map(toEventRow),
       ),
-    queueStats: () =>
+    queueStats: ({ tenant, holdingWork = false } = {}) =>
       resolve(
         () =>
           ctx.read(() =>
-            ctx.stmt('SELECT class, tenant, waiting, running FROM queues ORDER BY class, tenant').all(),
+            // One tenant's rows by the queues' key, through `classes`, not a scan of every tenant's.
+            tenant === undefined
+              ? ctx
+                  .stmt(
+                    `SELECT class, tenant, waiting, running FROM queues
+                      WHERE NOT @holdingWork OR waiting > 0 OR running > 0 ORDER BY class, tenant`,
+                  )
+                  .all({ holdingWork: holdingWork ? 1 : 0 })
+              : ctx
+                  .stmt(
+                    `SELECT class, tenant, waiting, running FROM queues
+                      WHERE class IN (SELECT class FROM classes) AND tenant = @tenant
+                        AND (NOT @holdingWork OR waiting > 0 OR running > 0) ORDER BY class`,
+                  )
+                  .all({ tenant, holdingWork: holdingWork ? 1 : 0 }),
           ) as QueueStat[],
       ),
     classStats: () =>

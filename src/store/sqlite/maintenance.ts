@@ -2,10 +2,11 @@
  * @module store/sqlite/maintenance
  * The rescuer (expired leases) and the retention purge. Both work in bounded batches so a large
  * backlog never makes one transaction hold the write lock for long. The purge also deletes budget
- * windows that ended more than a day ago and retry-budget buckets older than a day.
+ * windows that ended more than a day ago, retry-budget buckets older than a day, and the queue
+ * rows of tenants it left with no operation.
  */
 import { afterLeaseExpiry, leaseExpiredError } from '../../core/decisions.js';
-import type { PurgeParams, RescuedOperation, RescueParams } from '../types.js';
+import type { PurgeParams, PurgeResult, RescuedOperation, RescueParams } from '../types.js';
 import type { SqliteContext } from './connection.js';
 import { hasPendingEffect, pastNoReturn } from './finish.js';
 import { queueEnter, queueLeave } from './queue-counters.js';
@@ -92,7 +93,7 @@ const DAY_MS = 86_400_000;
 const PURGEABLE = `('succeeded', 'failed', 'cancelled', 'dead')`;
 const NOT_DEAD_WITH_PENDING_EFFECT = `NOT (state = 'dead' AND EXISTS (SELECT 1 FROM effects e WHERE e.op_seq = operations.seq AND e.state = 'pending'))`;
 
-export function purge(ctx: SqliteContext, p: PurgeParams): { purged: number; tombstonesDeleted: number } {
+export function purge(ctx: SqliteContext, p: PurgeParams): PurgeResult {
   return ctx.write((now) => {
     const old = ctx
       .stmt(
@@ -121,12 +122,25 @@ export function purge(ctx: SqliteContext, p: PurgeParams): { purged: number; tom
       ctx
         .stmt('UPDATE seq_floor SET seq = max(seq, ?)')
         .run(old.reduce((top, op) => Math.max(top, op.seq), 0));
+    // The queue rows of tenants left with no operation at all: a tenant that comes back is counted
+    // in afresh by its next submit, which carries its limits. Found by the queues' key, through
+    // `classes`, not by a scan of every tenant's rows.
+    let queuesDeleted = 0;
+    for (const tenant of new Set(old.map((op) => op.tenant)))
+      queuesDeleted += ctx
+        .stmt(
+          `DELETE FROM queues
+            WHERE class IN (SELECT class FROM classes) AND tenant = @tenant
+              AND waiting = 0 AND running = 0 AND ready_at IS NULL
+              AND NOT EXISTS (SELECT 1 FROM operations WHERE tenant = @tenant)`,
+        )
+        .run({ tenant }).changes;
     const tombs = ctx.stmt('DELETE FROM tombstones WHERE finished_at < ?').run(now - p.tombstoneMs);
     // Old budget windows and retry-budget buckets: nothing reads them a day after they ended.
     ctx
       .stmt('DELETE FROM budgets WHERE window_start < @before AND window_start + window_ms < @before')
       .run({ before: now - DAY_MS });
     ctx.stmt('DELETE FROM retry_budget WHERE bucket < ?').run(now - DAY_MS);
-    return { purged: old.length, tombstonesDeleted: tombs.changes };
+    return { purged: old.length, tombstonesDeleted: tombs.changes, queuesDeleted };
   });
 }

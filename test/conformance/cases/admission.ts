@@ -3,7 +3,7 @@
  * Admission and budgets inside the store, enforced across every process that shares it: the
  * class's global queue bound, deferral (back to the queue without using an attempt), spend
  * budgets with reserve/commit/release, call-rate caps, the per-operation request cap, and the
- * service-wide retry budget.
+ * service-wide retry budget; and the queue rows of tenants that left, forgotten by the purge.
  */
 import { expect } from 'vitest';
 import type { Store } from '../../../src/store/store.js';
@@ -28,6 +28,8 @@ const spend = (cost: number, limit = 10_000): BudgetCharge[] => [
   { key: 'spend:pay:tenant:North', limit, windowMs: HOUR, cost },
   { key: 'spend:pay:*', limit: 100_000, windowMs: HOUR, cost },
 ];
+const one = async (store: Store, p: Parameters<typeof submitParams>[0]) =>
+  (await store.operationSubmitMany([submitParams(p)]))[0];
 const usage = async (fx: { store: Store; clock: { now(): number } }, key: string) =>
   (await fx.store.budgetUsage({ prefix: key, since: fx.clock.now() })).find((u) => u.key === key);
 
@@ -65,9 +67,6 @@ export function admissionCases(t: CaseRegistry): void {
   // A lone submit is the common case (a quiet service, one request at a time) and each store
   // serves it by a path of its own (PostgreSQL: submit_one): the caps at their edges, one call each.
   t.group('one submit at a time', (g) => {
-    const one = async (store: Store, p: Parameters<typeof submitParams>[0]) =>
-      (await store.operationSubmitMany([submitParams(p)]))[0];
-
     g.test('the tenant cap: the last place is taken, the next refused with the counts', async ({ store }) => {
       const limits = { maxWaiting: 2, maxQueued: 10 };
       expect((await one(store, { id: 'a', limits }))?.status).toBe('created');
@@ -169,6 +168,86 @@ export function admissionCases(t: CaseRegistry): void {
         if (out?.status !== 'created') throw new Error(`not created: ${JSON.stringify(out)}`);
         expect(out.row).toMatchObject({ runAfter: now + 1_500, deadlineAt: now + 90_000, createdAt: now });
         expect(await store.operationGet({ tenant: 'North', id: 'later' })).toEqual(out.row);
+      },
+    );
+  });
+
+  // A service whose tenants come and go must not keep a queue row for every tenant it ever
+  // served: every metrics scrape and usage read goes through them.
+  t.group('queue rows of departed tenants', (g) => {
+    const RETENTION = { retentionMs: 10_000, tombstoneMs: 100_000, limit: 100 };
+    const finishAll = async (store: Store, cls: string) => {
+      for (const row of await claim(store, { class: cls, limit: 100 }))
+        await store.attemptFinishMany([{ lease: leaseOf(row), outcome: 'succeeded', result: null }]);
+    };
+
+    g.test('go with the purge of their last operation; a tenant holding any keeps its rows', async (fx) => {
+      const { store, clock } = fx;
+      // Gone: one operation in each of two classes, both purged. Kept: an old one purged and a
+      // newer one finished within retention. Busy: an old one purged and one still waiting.
+      for (const [tenant, id, cls] of [
+        ['Gone', 'a', 'default'],
+        ['Gone', 'b', 'bulk'],
+        ['Kept', 'old', 'default'],
+        ['Busy', 'old', 'default'],
+      ] as const)
+        await submitCreated(store, { tenant, id, class: cls });
+      await finishAll(store, 'default');
+      await finishAll(store, 'bulk');
+      clock.advance(RETENTION.retentionMs + 1);
+      await submitCreated(store, { tenant: 'Kept', id: 'new' });
+      await finishAll(store, 'default');
+      await submitCreated(store, { tenant: 'Busy', id: 'waiting', class: 'bulk' });
+      const purge = await store.retentionPurge(RETENTION);
+      expect(purge).toMatchObject({ purged: 4, queuesDeleted: 2 });
+      expect((await store.queueStats()).map((q) => `${q.class}/${q.tenant}`)).toEqual([
+        'bulk/Busy',
+        'default/Busy',
+        'default/Kept',
+      ]);
+      await expectCountersTrue(store);
+      // A second pass finds nothing more to forget.
+      expect(await store.retentionPurge(RETENTION)).toMatchObject({ purged: 0, queuesDeleted: 0 });
+      // Read by tenant, or only the rows holding work.
+      expect(await store.queueStats({ tenant: 'Busy' })).toEqual([
+        { class: 'bulk', tenant: 'Busy', waiting: 1, running: 0 },
+        { class: 'default', tenant: 'Busy', waiting: 0, running: 0 },
+      ]);
+      expect(await store.queueStats({ tenant: 'Gone' })).toEqual([]);
+      await claimOne(store, { class: 'bulk' });
+      await submitCreated(store, { tenant: 'Kept', id: 'again' });
+      expect(await store.queueStats({ holdingWork: true })).toEqual([
+        { class: 'bulk', tenant: 'Busy', waiting: 0, running: 1 },
+        { class: 'default', tenant: 'Kept', waiting: 1, running: 0 },
+      ]);
+      expect(await store.queueStats({ tenant: 'Kept', holdingWork: true })).toEqual([
+        { class: 'default', tenant: 'Kept', waiting: 1, running: 0 },
+      ]);
+      expect(await store.queueStats({ tenant: 'Busy', holdingWork: true })).toHaveLength(1);
+    });
+
+    g.test(
+      'a tenant that comes back is counted in afresh, under the limits its submit brings',
+      async (fx) => {
+        const { store, clock } = fx;
+        await submitCreated(store, { tenant: 'Gone', id: 'first' });
+        await finishAll(store, 'default');
+        clock.advance(RETENTION.retentionMs + 1);
+        expect(await store.retentionPurge(RETENTION)).toMatchObject({ purged: 1, queuesDeleted: 1 });
+        expect(await store.queueStats()).toEqual([]);
+        const limits = { maxRunning: 1, maxWaiting: 2 };
+        for (const id of ['x', 'y']) await submitCreated(store, { tenant: 'Gone', id, limits });
+        expect(await one(store, { tenant: 'Gone', id: 'z', limits })).toMatchObject({
+          status: 'rejected',
+          reason: 'tenant-queue-full',
+          waiting: 2,
+        });
+        // The cap on running holds on the new row: one claimed of two waiting.
+        expect(await claim(store, { limit: 10 })).toHaveLength(1);
+        await expectCountersTrue(store);
+        expect(await store.queueStats()).toEqual([
+          { class: 'default', tenant: 'Gone', waiting: 1, running: 1 },
+        ]);
       },
     );
   });

@@ -364,9 +364,17 @@ export function operatorCases(t: CaseRegistry): void {
         });
         expect(live.created).toBe(true);
         clock.advance(RETENTION.retentionMs - 1);
-        expect(await store.retentionPurge(RETENTION)).toEqual({ purged: 0, tombstonesDeleted: 0 });
+        expect(await store.retentionPurge(RETENTION)).toEqual({
+          purged: 0,
+          tombstonesDeleted: 0,
+          queuesDeleted: 0,
+        });
         clock.advance(2);
-        expect(await store.retentionPurge(RETENTION)).toEqual({ purged: 4, tombstonesDeleted: 0 });
+        expect(await store.retentionPurge(RETENTION)).toEqual({
+          purged: 4,
+          tombstonesDeleted: 0,
+          queuesDeleted: 0,
+        });
         const left = (await allOperations(store)).map((r) => r.id).sort();
         expect(left).toEqual(['needs_reconciliation', 'queued', 'running']);
         for (const id of ids.filter((s) => isTerminal(s) && s !== 'needs_reconciliation')) {
@@ -396,12 +404,25 @@ export function operatorCases(t: CaseRegistry): void {
       })();
       await store.attemptFinishMany([{ lease: leaseOf(row), outcome: 'succeeded', result: 1 }]);
       clock.advance(RETENTION.retentionMs + 1);
-      expect(await store.retentionPurge(RETENTION)).toEqual({ purged: 1, tombstonesDeleted: 0 });
+      // North's last operation: its queue row goes with it.
+      expect(await store.retentionPurge(RETENTION)).toEqual({
+        purged: 1,
+        tombstonesDeleted: 0,
+        queuesDeleted: 1,
+      });
       clock.advance(RETENTION.tombstoneMs - RETENTION.retentionMs - 2);
-      expect(await store.retentionPurge(RETENTION)).toEqual({ purged: 0, tombstonesDeleted: 0 });
+      expect(await store.retentionPurge(RETENTION)).toEqual({
+        purged: 0,
+        tombstonesDeleted: 0,
+        queuesDeleted: 0,
+      });
       expect((await store.operationSubmitMany([submitParams()]))[0]?.status).toBe('expired');
       clock.advance(2);
-      expect(await store.retentionPurge(RETENTION)).toEqual({ purged: 0, tombstonesDeleted: 1 });
+      expect(await store.retentionPurge(RETENTION)).toEqual({
+        purged: 0,
+        tombstonesDeleted: 1,
+        queuesDeleted: 0,
+      });
       expect((await store.operationSubmitMany([submitParams()]))[0]?.status).toBe('created');
     });
 
@@ -427,7 +448,11 @@ export function operatorCases(t: CaseRegistry): void {
       expect((await getRow(store, ref)).state).toBe('dead');
 
       clock.advance(RETENTION.retentionMs + 1);
-      expect(await store.retentionPurge(RETENTION)).toEqual({ purged: 2, tombstonesDeleted: 0 });
+      expect(await store.retentionPurge(RETENTION)).toEqual({
+        purged: 2,
+        tombstonesDeleted: 0,
+        queuesDeleted: 0,
+      });
       clock.advance(10 * 365 * 86_400_000);
       expect((await store.retentionPurge(RETENTION)).purged).toBe(0);
       expect((await allOperations(store)).map((r) => r.id)).toEqual(['op-1']);
