@@ -1,7 +1,7 @@
 /**
  * The PostgreSQL store as a team deploys it, on a real server: a migrator role and an app role
- * with only DML rights, server settings a managed database may impose on a role or database, and
- * a pooler that drops notifications.
+ * with only DML rights, a role's connection limit below the pool's size, server settings a managed
+ * database may impose on a role or database, and a pooler that drops notifications.
  */
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server, Socket } from 'node:net';
@@ -89,6 +89,38 @@ describe('least privilege', () => {
         await admin.query(`DROP OWNED BY ${role} CASCADE`);
         await admin.query(`DROP ROLE ${role}`);
       }
+      await admin.end();
+    }
+  });
+});
+
+describe('a pool larger than the server gives', () => {
+  it('waits for a connection the server has no room for, instead of failing the call', async () => {
+    const suffix = randomBytes(4).toString('hex');
+    const role = `sluice_t_limited_${suffix}`;
+    const password = randomBytes(8).toString('hex');
+    const schema = db.freshSchema();
+    const admin = await db.client();
+    try {
+      await db.store({ schema }).migrate();
+      // The role may hold two connections; its store's pool asks for up to six.
+      await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD '${password}' CONNECTION LIMIT 2`);
+      await admin.query(`GRANT USAGE ON SCHEMA "${schema}" TO ${role}`);
+      await admin.query(
+        `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${schema}" TO ${role}`,
+      );
+      await admin.query(`GRANT USAGE ON ALL SEQUENCES IN SCHEMA "${schema}" TO ${role}`);
+      const store = db.store({ schema, poolSize: 6, connectionString: as(role, password) });
+      // Forty calls at once: the pool opens six connections, and the server refuses four (53300).
+      const outcomes = await Promise.all(
+        Array.from({ length: 40 }, (_, i) => store.operationSubmitMany([item('North', `c${i}`)])),
+      );
+      expect(outcomes.map(([o]) => o?.status)).toEqual(outcomes.map(() => 'created'));
+      expect(store.context.pool.totalCount).toBeLessThanOrEqual(2);
+    } finally {
+      await db.closeStores();
+      await admin.query(`DROP OWNED BY ${role} CASCADE`);
+      await admin.query(`DROP ROLE ${role}`);
       await admin.end();
     }
   });

@@ -101,6 +101,9 @@ const DURABLE_COMMITS = `SELECT set_config('synchronous_commit', 'local', false)
 
 const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,47}$/;
 const RETRIES = 4;
+/** Back-off between tries for a connection the server has no room for (`checkout`). */
+const FULL_FIRST_PAUSE_MS = 10;
+const FULL_MAX_PAUSE_MS = 250;
 
 /** Checks a schema name and returns it quoted as an identifier. */
 export function validateSchema(schema: string): string {
@@ -192,12 +195,25 @@ export function openPostgres(options: PostgresOptions): PgContext {
       return res.rows as R[];
     };
 
+  /**
+   * A connection the server refuses for want of room (53300: its `max_connections`, or the role's
+   * `CONNECTION LIMIT`, is reached) is waited for, as the pool waits for one of its own when all
+   * are in use: this pool's or another process's will be released. Until `connectTimeoutMs` has
+   * passed since the call asked, with a jittered back-off between tries.
+   */
   const checkout = async (): Promise<pg.PoolClient> => {
+    const deadline = performance.now() + connectTimeoutMs;
     let client: pg.PoolClient;
-    try {
-      client = await thePool.connect();
-    } catch (error) {
-      throw classifyPgError(error);
+    for (let pause = FULL_FIRST_PAUSE_MS; ; pause = Math.min(pause * 2, FULL_MAX_PAUSE_MS)) {
+      try {
+        client = await thePool.connect();
+        break;
+      } catch (error) {
+        const code = (error as { code?: unknown } | null)?.code;
+        const wait = pause * (0.5 + Math.random() / 2);
+        if (code !== '53300' || performance.now() + wait > deadline) throw classifyPgError(error);
+        await new Promise((resolve) => setTimeout(resolve, wait));
+      }
     }
     if (!guarded.has(client)) {
       // A checked-out connection that dies emits 'error' besides failing its query.
