@@ -112,6 +112,7 @@ describe('migrations', () => {
         { version: 23, name: 'attempt_rows_own_error' },
         { version: 24, name: 'budget_lock_order' },
         { version: 25, name: 'seq_after_purge' },
+        { version: 26, name: 'budget_windows_by_end' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
@@ -1059,7 +1060,7 @@ describe('admission and budgets across processes', () => {
     });
   });
 
-  it('purges budget windows and retry buckets a day after they ended, as SQLite does', async () => {
+  it('purges spend windows and retry buckets a day after they ended, as SQLite does', async () => {
     const scenario = async (store: Store, clock: FakeClock) => {
       await store.operationSubmitMany([item({ id: 'a' }), item({ id: 'b' })]);
       const [a, b] = await claimAll(store, 2, { retryBudget: { bucketMs: 1000, shard: 0 } });
@@ -1253,6 +1254,31 @@ describe('queue rows by tenant', () => {
       // By key, a few rows each; a scan, 6,000.
       expect((await rowsRead(store, schema, ['queues'])) - before).toBeLessThan(20);
       expect(await store.queueStats({ tenant: 'Gone' })).toEqual([]);
+    } finally {
+      await admin.end();
+    }
+  });
+});
+
+describe('budget windows', () => {
+  it('in effect are read by their end, past a day of ended ones and plans made while empty', async () => {
+    const { clock, schema, store, admin } = await oneConnection(['budgets']);
+    try {
+      const now = clock.now();
+      const read = () => store.budgetUsage({ prefix: 'spend:', since: now });
+      for (let i = 0; i < 8; i++) expect(await read()).toEqual([]);
+      // 2,000 tenants' hourly spend windows: the one in effect, and the 23 that ended today.
+      await admin.query(
+        `INSERT INTO "${schema}".budgets (key, window_start, window_ms, committed)
+         SELECT 'spend:pay:tenant:T' || t, $1::bigint - $1::bigint % 3600000 - h * 3600000, 3600000, 1
+           FROM generate_series(1, 2000) t, generate_series(0, 23) h`,
+        [now],
+      );
+      await admin.query(`ANALYZE "${schema}".budgets`);
+      const before = await rowsRead(store, schema, ['budgets']);
+      expect(await read()).toHaveLength(2000);
+      // By the end, about the 2,000 in effect; a scan, 48,000.
+      expect((await rowsRead(store, schema, ['budgets'])) - before).toBeLessThan(4000);
     } finally {
       await admin.end();
     }

@@ -4,6 +4,7 @@
  * database may impose on a role or database, and a pooler that drops notifications.
  */
 import { randomBytes } from 'node:crypto';
+import { readdirSync } from 'node:fs';
 import { createServer, type Server, Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { canonicalJson, digestOfCanonical } from '../../src/core/digest.js';
@@ -16,6 +17,12 @@ import { harness } from '../helpers/engine.js';
 import { usePostgres } from '../helpers/postgres.js';
 
 const db = usePostgres();
+/** The schema version of this code: its last migration file's number. */
+const LATEST = Math.max(
+  ...readdirSync(new URL('../../src/store/postgres/migrations/', import.meta.url)).map((f) =>
+    Number.parseInt(f, 10),
+  ),
+);
 
 function item(tenant: string, id: string): SubmitParams {
   const inputJson = canonicalJson({ n: 1 });
@@ -62,7 +69,7 @@ describe('least privilege', () => {
       await admin.query(`CREATE SCHEMA "${schema}" AUTHORIZATION ${migrator}`);
       const owner = db.store({ schema, connectionString: as(migrator, password) });
       await owner.migrate();
-      expect(await owner.migrationStatus()).toEqual({ applied: 25, latest: 25, breakingAhead: null });
+      expect(await owner.migrationStatus()).toEqual({ applied: LATEST, latest: LATEST, breakingAhead: null });
       await admin.query(`GRANT USAGE ON SCHEMA "${schema}" TO ${app}`);
       await admin.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${schema}" TO ${app}`);
       await admin.query(`GRANT USAGE ON ALL SEQUENCES IN SCHEMA "${schema}" TO ${app}`);
@@ -142,7 +149,11 @@ describe('server settings', () => {
     const url = withSettings({ default_transaction_isolation: 'repeatable read' });
     const stores = Array.from({ length: 4 }, () => db.store({ schema, poolSize: 1, connectionString: url }));
     await Promise.all(stores.map((s) => s.migrate()));
-    expect(await stores[0]!.migrationStatus()).toEqual({ applied: 25, latest: 25, breakingAhead: null });
+    expect(await stores[0]!.migrationStatus()).toEqual({
+      applied: LATEST,
+      latest: LATEST,
+      breakingAhead: null,
+    });
   });
 
   it('refuses to migrate on a read-only connection, even with nothing to apply', async () => {
@@ -250,7 +261,7 @@ describe('wake-ups behind a pooler that drops notifications', () => {
       expect(refused).toMatchObject({ code: 'store-unknown', retryable: false });
       expect(String((refused as Error).message)).toMatch(/hears no notifications/);
       // Its statements pass the relay: only the wake-ups are lost.
-      expect(await store.migrationStatus()).toEqual({ applied: 25, latest: 25, breakingAhead: null });
+      expect(await store.migrationStatus()).toEqual({ applied: LATEST, latest: LATEST, breakingAhead: null });
       // The same store on a direct URL hears its proof and listens.
       const stop = await db.store({ schema }).subscribe(() => {});
       await stop();

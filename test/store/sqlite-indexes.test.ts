@@ -1,8 +1,10 @@
 /**
  * SQLite's index of a tenant's operations by state holds only the settled states (migration 13):
- * a listing of a settled state reads it; an earlier file migrates to it and lists the same.
+ * a listing of a settled state reads it; an earlier file migrates to it and lists the same. And
+ * budget windows are read by their end (migration 26).
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { USAGE_SQL } from '../../src/store/sqlite/budgets.js';
 import type { SqliteStore } from '../../src/store/sqlite/index.js';
 import { listParams, listSql } from '../../src/store/sqlite/list.js';
 import { BOOM, claim, leaseOf, submitParams } from '../conformance/fixtures.js';
@@ -80,5 +82,24 @@ describe('the SQLite index of settled operations by tenant', () => {
     );
     expect(after).toEqual(before);
     expect(before.map((rs) => rs.map((r) => r.id))).toEqual([[rows[0]!.id], [rows[1]!.id], ['c']]);
+  });
+});
+
+describe('the SQLite index of budget windows by their end', () => {
+  let fixture: SqliteFixture;
+  beforeEach(async () => {
+    fixture = await sqliteFixture();
+  });
+  afterEach(() => fixture.cleanup());
+
+  it('is what a read of the windows in effect goes by, not the range of their keys', () => {
+    const detail = (
+      fixture.store.context.db
+        .prepare(`EXPLAIN QUERY PLAN ${USAGE_SQL}`)
+        .all(0, 'spend:', 'spend;') as Array<{
+        detail: string;
+      }>
+    ).map((r) => r.detail);
+    expect(detail.join('; ')).toMatch(/USING INDEX budgets_end/);
   });
 });

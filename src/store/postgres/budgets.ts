@@ -43,7 +43,9 @@ export async function budgetUsage(
   prefix: string | undefined,
   since: number,
 ): Promise<BudgetUsage[]> {
-  const rows = await ctx.query<{
+  // By the windows' end (migration 26), planned on each run: the table starts empty, and a plan
+  // cached then would scan it for ever after.
+  const rows = await ctx.queryEach<{
     key: string;
     window_start: string;
     window_ms: string;

@@ -78,6 +78,11 @@ export interface PgContext {
   /** One statement in its own transaction on a pooled connection; deadlocks are retried. */
   query: Query;
   /**
+   * As `query`, planned for its parameters on every run (see `run`): a read of a range whose
+   * best plan depends on how many rows the table holds by then.
+   */
+  queryEach: Query;
+  /**
    * `fn` in one READ COMMITTED transaction on one connection; deadlocks are retried. With
    * `planEach`, every statement is planned for its parameters on each run (see `run`).
    */
@@ -256,6 +261,19 @@ export function openPostgres(options: PostgresOptions): PgContext {
     client.release(usable ? undefined : error instanceof Error ? error : new Error(String(error)));
   };
 
+  const single = <R>(sql: string, values: unknown[] = [], planEach: boolean) =>
+    retrying(async () => {
+      const client = await checkout();
+      try {
+        const rows = await run(client, planEach)<R>(sql, values);
+        client.release();
+        return rows;
+      } catch (error) {
+        releaseAfter(client, error);
+        throw error;
+      }
+    });
+
   return {
     pool: thePool,
     ownsPool,
@@ -265,18 +283,8 @@ export function openPostgres(options: PostgresOptions): PgContext {
     notify: options.notify ?? true,
     clock: options.clock,
     now: () => (options.clock ? options.clock.now() : null),
-    query: <R>(sql: string, values: unknown[] = []) =>
-      retrying(async () => {
-        const client = await checkout();
-        try {
-          const rows = await run(client)<R>(sql, values);
-          client.release();
-          return rows;
-        } catch (error) {
-          releaseAfter(client, error);
-          throw error;
-        }
-      }),
+    query: (sql, values) => single(sql, values, false),
+    queryEach: (sql, values) => single(sql, values, true),
     tx: <T>(fn: (query: Query) => Promise<T>, txOptions: { planEach?: boolean } = {}) =>
       retrying(async () => {
         const client = await checkout();

@@ -220,17 +220,25 @@ export function purge(ctx: PgContext, p: PurgeParams): Promise<PurgeResult> {
       `WITH d AS (DELETE FROM {s}.tombstones WHERE finished_at < $1 RETURNING 1) SELECT count(*)::integer AS n FROM d`,
       [ms(now - p.tombstoneMs)],
     );
-    // Old budget windows and retry-budget buckets: nothing reads them a day after they ended. A
-    // window another transaction holds (settling what an effect reserved in it) is left for the
-    // next pass: the purge never waits for a budget row, so it cannot close a cycle with one that
-    // takes them in (key, window_start) order (migrations/0024_budget_lock_order.sql).
-    await q(
-      `DELETE FROM {s}.budgets
-        WHERE (key, window_start) IN (SELECT key, window_start FROM {s}.budgets
-                                       WHERE window_start < $1 AND window_start + window_ms < $1
-                                         FOR UPDATE SKIP LOCKED)`,
-      [ms(now - DAY_MS)],
-    );
+    // Old budget windows and retry-budget buckets: nothing reads a window once it has ended. A
+    // spend window is kept a day after it ended (what was spent, for whoever looks in the table; a
+    // reservation settled late lands in it), a call-rate window goes at the next pass, since a
+    // per-tenant rate of one-second windows makes a row a second for each busy tenant. A window
+    // another transaction holds (settling what an effect reserved in it) is left for the next
+    // pass: the purge never waits for a budget row, so it cannot close a cycle with one that takes
+    // them in (key, window_start) order (migrations/0024_budget_lock_order.sql). Both are found by
+    // their end (migrations/0026_budget_windows_by_end.sql), the rate windows by their key too.
+    for (const [ended, rateOnly] of [
+      [now - DAY_MS, false],
+      [now, true],
+    ] as const)
+      await q(
+        `DELETE FROM {s}.budgets
+          WHERE (key, window_start) IN (SELECT key, window_start FROM {s}.budgets
+                                         WHERE window_start + window_ms < $1 AND (NOT $2 OR starts_with(key, 'rate:'))
+                                           FOR UPDATE SKIP LOCKED)`,
+        [ms(ended), rateOnly],
+      );
     await q('DELETE FROM {s}.retry_budget WHERE bucket < $1', [ms(now - DAY_MS)]);
     return { purged: old.length, tombstonesDeleted: deleted[0]?.n ?? 0, queuesDeleted };
   });

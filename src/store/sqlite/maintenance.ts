@@ -136,10 +136,15 @@ export function purge(ctx: SqliteContext, p: PurgeParams): PurgeResult {
         )
         .run({ tenant }).changes;
     const tombs = ctx.stmt('DELETE FROM tombstones WHERE finished_at < ?').run(now - p.tombstoneMs);
-    // Old budget windows and retry-budget buckets: nothing reads them a day after they ended.
+    // Old budget windows and retry-budget buckets: nothing reads a window once it has ended. A
+    // spend window is kept a day after it ended (what was spent, for whoever looks in the table; a
+    // reservation settled late lands in it), a call-rate window goes at the next pass, since a
+    // per-tenant rate of one-second windows makes a row a second for each busy tenant. Both are
+    // found by their end (migrations/0026_budget_windows_by_end.sql), the rate windows by key.
+    ctx.stmt('DELETE FROM budgets WHERE window_start + window_ms < ?').run(now - DAY_MS);
     ctx
-      .stmt('DELETE FROM budgets WHERE window_start < @before AND window_start + window_ms < @before')
-      .run({ before: now - DAY_MS });
+      .stmt(`DELETE FROM budgets WHERE key >= 'rate:' AND key < 'rate;' AND window_start + window_ms < ?`)
+      .run(now);
     ctx.stmt('DELETE FROM retry_budget WHERE bucket < ?').run(now - DAY_MS);
     return { purged: old.length, tombstonesDeleted: tombs.changes, queuesDeleted };
   });

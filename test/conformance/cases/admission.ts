@@ -24,6 +24,7 @@ import type { CaseRegistry } from '../store-suite.js';
 
 const ref = { tenant: 'North', id: 'op-1' };
 const HOUR = 3_600_000;
+const DAY = 86_400_000;
 const spend = (cost: number, limit = 10_000): BudgetCharge[] => [
   { key: 'spend:pay:tenant:North', limit, windowMs: HOUR, cost },
   { key: 'spend:pay:*', limit: 100_000, windowMs: HOUR, cost },
@@ -381,6 +382,34 @@ export function admissionCases(t: CaseRegistry): void {
         (await store.effectBegin({ lease: leaseOf(b!), name: 'charge', key: 'kb', rates })).created,
       ).toBe(true);
       expect(await usage(fx, 'rate:pay')).toMatchObject({ committed: 1 });
+    });
+
+    g.test('the purge drops a call-rate window once it ended, a spend window a day after', async (fx) => {
+      const { store, clock } = fx;
+      const rates: BudgetCharge[] = [{ key: 'rate:pay:tenant:North', limit: 5, windowMs: 1000, cost: 1 }];
+      await submitCreated(store);
+      const lease = leaseOf(await claimOne(store));
+      await store.effectBegin({ lease, name: 'charge', key: 'k', spend: spend(100), rates });
+      const kept = async () => (await store.budgetUsage({ since: 0 })).map((u) => u.key);
+      const purge = () => store.retentionPurge({ retentionMs: HOUR, tombstoneMs: HOUR, limit: 10 });
+      expect(await kept()).toEqual(['rate:pay:tenant:North', 'spend:pay:*', 'spend:pay:tenant:North']);
+      // Not ended yet: kept.
+      await purge();
+      expect(await kept()).toHaveLength(3);
+      // At its end it is kept; a millisecond past it, gone.
+      clock.advance(1000 - (clock.now() % 1000));
+      await purge();
+      expect(await kept()).toHaveLength(3);
+      clock.advance(1);
+      await purge();
+      expect(await kept()).toEqual(['spend:pay:*', 'spend:pay:tenant:North']);
+      const spendEnd = clock.now() - (clock.now() % HOUR) + HOUR;
+      clock.advance(spendEnd + DAY - clock.now());
+      await purge();
+      expect(await kept()).toEqual(['spend:pay:*', 'spend:pay:tenant:North']);
+      clock.advance(1);
+      await purge();
+      expect(await kept()).toEqual([]);
     });
 
     g.test('maxCalls caps the requests of the whole operation, across its effects', async ({ store }) => {
