@@ -6,9 +6,9 @@
  * colliding, and a row some other transaction holds (a finishing attempt, a cancel) is left
  * for the next pass.
  *
- * The purge also deletes budget windows that ended more than a day ago (skipping, as it skips
- * operations, those another transaction holds), retry-budget buckets older than a day, and the
- * queue rows of tenants it left with no operation.
+ * The purge also deletes spend windows that ended more than a day ago and call-rate windows that
+ * ended (skipping, as it skips operations, those another transaction holds), retry-budget buckets
+ * older than a day, and the queue rows of tenants it left with no operation.
  *
  * The rescuer decides with core/decisions.ts `afterLeaseExpiry`, on facts read from the journal
  * after the rows are locked (a later statement: it sees every effect written before the lock).

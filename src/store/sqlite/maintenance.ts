@@ -1,9 +1,9 @@
 /**
  * @module store/sqlite/maintenance
  * The rescuer (expired leases) and the retention purge. Both work in bounded batches so a large
- * backlog never makes one transaction hold the write lock for long. The purge also deletes budget
- * windows that ended more than a day ago, retry-budget buckets older than a day, and the queue
- * rows of tenants it left with no operation.
+ * backlog never makes one transaction hold the write lock for long. The purge also deletes spend
+ * windows that ended more than a day ago and call-rate windows that ended, retry-budget buckets
+ * older than a day, and the queue rows of tenants it left with no operation.
  */
 import { afterLeaseExpiry, leaseExpiredError } from '../../core/decisions.js';
 import type { PurgeParams, PurgeResult, RescuedOperation, RescueParams } from '../types.js';
