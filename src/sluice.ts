@@ -23,10 +23,12 @@ import {
   OperationExpired,
   OperationNotFound,
   type SluiceError,
+  StoreError,
   UnknownKind,
   WaitTimeout,
 } from './core/errors/index.js';
 import { assertOperationId, assertTenant } from './core/identity.js';
+import { ListCursors } from './core/list-cursor.js';
 import { type Operation, toOperation } from './core/operation.js';
 import { isTerminal, OPERATION_STATES, type OperationState } from './core/states.js';
 import { deriveEffectKey, type EffectKeyFn } from './effects/effect-key.js';
@@ -172,6 +174,8 @@ export class Sluice {
   private readonly providers: ProviderBudgets;
   private readonly retryBudget: RetryBudgetConfig | false;
   private readonly retryAfter = new RetryAfterEstimator();
+  /** The store's cursor key, read once (core/list-cursor.ts). */
+  private cursors: Promise<ListCursors> | undefined;
 
   constructor(options: SluiceOptions) {
     this.store = options.store;
@@ -423,14 +427,12 @@ export class Sluice {
     if (request.kind !== undefined && !KIND_NAME.test(request.kind)) {
       throw new InvalidArgument(`kind must match ${KIND_NAME}`);
     }
+    const cursors = await this.listCursors();
     let after = 0;
     if (request.cursor !== undefined) {
-      // Decoding skips what is not base64url, so `!!!` would read as an empty cursor: the first page.
-      const text = /^[A-Za-z0-9_-]+$/.test(request.cursor)
-        ? Buffer.from(request.cursor, 'base64url').toString()
-        : '';
-      after = /^\d+$/.test(text) ? Number(text) : Number.NaN;
-      if (!Number.isSafeInteger(after) || after < 0) throw new InvalidArgument('cursor is not valid');
+      const seq = cursors.decode(request.cursor);
+      if (seq === undefined) throw new InvalidArgument('cursor is not valid');
+      after = seq;
     }
     const rows = await this.store.operationList({
       tenant: request.tenant,
@@ -449,8 +451,20 @@ export class Sluice {
     const last = page[page.length - 1];
     return {
       operations: page.map((r) => toOperation(r)),
-      nextCursor: rows.length > size && last ? Buffer.from(String(last.seq)).toString('base64url') : null,
+      nextCursor: rows.length > size && last ? cursors.encode(last.seq) : null,
     };
+  }
+
+  private listCursors(): Promise<ListCursors> {
+    this.cursors ??= (async () => {
+      const key = await this.store.secret('cursor');
+      if (key === undefined) throw new StoreError('unknown', 'the store keeps no cursor key: migrate it');
+      return new ListCursors(key);
+    })().catch((error: unknown) => {
+      this.cursors = undefined; // asked again next time: the store may have been down
+      throw error;
+    });
+    return this.cursors;
   }
 
   /**

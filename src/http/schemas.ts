@@ -267,7 +267,7 @@ export const listQuerySchema: JsonSchema = {
     cursor: {
       type: 'string',
       pattern: '^[A-Za-z0-9_-]{1,64}$',
-      description: '`nextCursor` of the previous page.',
+      description: '`nextCursor` of the previous page: opaque, made by this deployment.',
     },
     limit: { type: 'integer', minimum: 1, maximum: 500, default: 50 },
     tenant: adminTenantOptional,

@@ -107,6 +107,11 @@ export interface Store {
   queueStats(params?: QueueStatsParams): Promise<QueueStat[]>;
   /** Waiting operations per class, all tenants together (the class's global queue bound). */
   classStats(): Promise<Array<{ class: string; waiting: number }>>;
+  /**
+   * A secret the store made once, at its migration, for every process that shares it (hex):
+   * `cursor`, the key of list cursors. Undefined for a name it does not keep.
+   */
+  secret(name: 'cursor'): Promise<string | undefined>;
 
   /** Claims up to `limit` ready operations of a class, rotating fairly across tenants. */
   operationClaimMany(params: ClaimParams): Promise<ClaimResult>;

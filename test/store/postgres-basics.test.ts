@@ -113,6 +113,7 @@ describe('migrations', () => {
         { version: 24, name: 'budget_lock_order' },
         { version: 25, name: 'seq_after_purge' },
         { version: 26, name: 'budget_windows_by_end' },
+        { version: 27, name: 'secrets' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
@@ -1257,6 +1258,17 @@ describe('queue rows by tenant', () => {
     } finally {
       await admin.end();
     }
+  });
+});
+
+describe('the cursor key', () => {
+  it('is one for every process sharing a schema, and another for another schema', async () => {
+    const [a, b] = await processes(2);
+    const [other] = await processes(1);
+    const key = await a!.secret('cursor');
+    expect(key).toMatch(/^[0-9a-f]{32}$/);
+    expect(await b!.secret('cursor')).toBe(key);
+    expect(await other!.secret('cursor')).not.toBe(key);
   });
 });
 

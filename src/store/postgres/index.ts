@@ -172,6 +172,8 @@ export function postgresStore(options: PostgresOptions): PostgresStore {
           ),
     classStats: () =>
       ctx.query<{ class: string; waiting: number }>('SELECT class, waiting FROM {s}.classes ORDER BY class'),
+    secret: async (name) =>
+      (await ctx.query<{ value: string }>('SELECT value FROM {s}.secrets WHERE name = $1', [name]))[0]?.value,
     operationClaimMany: (p) => claimMany(ctx, p),
     leaseExtendMany: ({ leases, leaseMs }) => extendMany(ctx, leases, leaseMs),
     attemptFinishMany: (items) => finishMany(ctx, items),

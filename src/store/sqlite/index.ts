@@ -175,6 +175,15 @@ export function sqliteStore(options: SqliteOptions): SqliteStore {
             waiting: number;
           }>,
       ),
+    secret: (name) =>
+      resolve(
+        () =>
+          (
+            ctx.read(() => ctx.stmt('SELECT value FROM secrets WHERE name = ?').get(name)) as
+              | { value: string }
+              | undefined
+          )?.value,
+      ),
     operationClaimMany: (p) => resolve(() => claimMany(ctx, p)),
     leaseExtendMany: ({ leases, leaseMs }) => resolve(() => extendMany(ctx, leases, leaseMs)),
     attemptFinishMany: (items) => resolve(() => finishMany(ctx, items)),

@@ -32,6 +32,16 @@ export function identityCases(t: CaseRegistry): void {
       expect(status.applied).toBe(status.latest);
     });
 
+    g.test(
+      'a migrated store keeps a cursor key of its own: 16 random bytes, read the same each time',
+      async ({ store }) => {
+        const key = await store.secret('cursor');
+        expect(key).toMatch(/^[0-9a-f]{32}$/);
+        expect(await store.secret('cursor')).toBe(key);
+        expect(key).not.toMatch(/^(.)\1+$/);
+      },
+    );
+
     g.test('a new (tenant, id) is created queued, stamped with the store clock', async ({ store, clock }) => {
       const now = clock.now();
       const p = submitParams({ deadlineMs: 60_000, maxAttempts: 3 });
