@@ -50,7 +50,11 @@ const attemptSchema: JsonSchema = {
     outcome: { type: 'string' },
     error: nullable(errorRecordSchema),
     retryDelayMs: { type: ['integer', 'null'] },
-    worker: { type: ['string', 'null'] },
+    worker: {
+      type: ['string', 'null'],
+      description:
+        'The worker that ran the attempt; null for a tenant key, which is not shown how the service is deployed.',
+    },
   },
 };
 
@@ -142,7 +146,13 @@ export const operationSchema: JsonSchema = {
     lease: {
       type: ['object', 'null'],
       required: ['worker', 'expiresAt'],
-      properties: { worker: { type: 'string' }, expiresAt: dateTime },
+      properties: {
+        worker: {
+          type: ['string', 'null'],
+          description: 'The worker holding the lease; null for a tenant key.',
+        },
+        expiresAt: dateTime,
+      },
     },
     attempts: { type: 'array', items: attemptSchema, description: 'With `?include=attempts`.' },
     effects: { type: 'array', items: effectSchema, description: 'With `?include=effects`.' },

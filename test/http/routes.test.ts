@@ -10,6 +10,7 @@ import { InvalidArgument, StoreError } from '../../src/core/errors/index.js';
 import { PROBLEMS, problemCodes, toProblem } from '../../src/http/problem.js';
 import type { Store } from '../../src/index.js';
 import { sqliteStore } from '../../src/index.js';
+import { FakeClock } from '../../src/testing/fake-clock.js';
 import { O7 } from '../helpers/charge-kind.js';
 import { Gate } from '../helpers/gate.js';
 import { KEYS, type Rig, rig } from './rig.js';
@@ -52,8 +53,15 @@ describe('routes, in-process', () => {
       { tenant: 'north', id: 'O7' },
       { include: ['attempts', 'effects', 'events'] },
     );
-    expect(full.json).toEqual(JSON.parse(JSON.stringify(lib)));
+    // A tenant key is not shown which worker ran an attempt; an admin key is.
+    const hidden = { ...lib, attempts: lib?.attempts?.map((a) => ({ ...a, worker: null })) };
+    expect(full.json).toEqual(JSON.parse(JSON.stringify(hidden)));
     expect(full.json.attempts).toHaveLength(1);
+    const asAdmin = await inject(r, 'GET', '/v1/operations/O7?tenant=north&include=attempts,effects,events', {
+      key: KEYS.admin,
+    });
+    expect(asAdmin.json).toEqual(JSON.parse(JSON.stringify(lib)));
+    expect(asAdmin.json.attempts[0].worker).toMatch(/\//);
     const plain = await inject(r, 'GET', '/v1/operations/O7');
     expect(plain.json).toEqual(
       JSON.parse(JSON.stringify(await r.h.sluice.get({ tenant: 'north', id: 'O7' }))),
@@ -61,6 +69,35 @@ describe('routes, in-process', () => {
     expect(plain.json).not.toHaveProperty('attempts');
     const list = await inject(r, 'GET', '/v1/operations');
     expect(list.json).toEqual(JSON.parse(JSON.stringify(await r.h.sluice.list({ tenant: 'north' }))));
+  });
+
+  it("shows a tenant key no worker's identity: not the lease's, the attempts', nor in an expiry's message", async () => {
+    const clock = new FakeClock();
+    r = await rig({ store: sqliteStore({ path: ':memory:', clock }) });
+    await submit(r, 'held', { kind: 'note', input: { text: 'n' } });
+    const claim = (owner: string) =>
+      r.h.store.operationClaimMany({ class: 'bulk', owner, limit: 1, leaseMs: 1_000 });
+    // A worker on an internal host takes it and vanishes; the rescuer puts it back; another takes it.
+    expect((await claim('db-7.internal.example/4242/a1b2c3')).rows).toHaveLength(1);
+    clock.advance(1_001);
+    expect(await r.h.store.leaseRescue({ maxLeaseExpiries: 3, limit: 10 })).toHaveLength(1);
+    expect((await claim('db-8.internal.example/77/d4e5f6')).rows).toHaveLength(1);
+    const url = '/v1/operations/held?include=attempts';
+    const asTenant = await inject(r, 'GET', url);
+    expect(asTenant.status).toBe(200);
+    expect(asTenant.json.lease).toMatchObject({ worker: null });
+    expect(asTenant.json.attempts).toMatchObject([{ outcome: 'lease-expired', worker: null }]);
+    expect(asTenant.json.attempts[0].error.code).toBe('lease-expired');
+    for (const listed of [
+      asTenant,
+      await inject(r, 'GET', '/v1/operations'),
+      await inject(r, 'POST', '/v1/operations/held/cancel'),
+    ])
+      expect(listed.body).not.toMatch(/internal\.example/);
+    const asAdmin = await inject(r, 'GET', `${url}&tenant=north`, { key: KEYS.admin });
+    expect(asAdmin.json.lease.worker).toBe('db-8.internal.example/77/d4e5f6');
+    expect(asAdmin.json.attempts[0]).toMatchObject({ worker: 'db-7.internal.example/4242/a1b2c3' });
+    expect(asAdmin.json.attempts[0].error.message).toMatch(/db-7\.internal\.example/);
   });
 
   it('lists page by cursor, filter by state and kind, and check their parameters', async () => {

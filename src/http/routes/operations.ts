@@ -27,6 +27,7 @@ import {
   operationSchema,
   submitBodySchema,
 } from '../schemas.js';
+import { operationFor } from '../tenant-view.js';
 
 export const operationPath = (id: string) => `/v1/operations/${encodeURIComponent(id)}`;
 
@@ -138,7 +139,7 @@ export function operationRoutes(
       });
       reply.header('location', operationPath(id));
       if (!created) reply.header('idempotent-replayed', 'true');
-      return reply.code(created ? 202 : 200).send(operation);
+      return reply.code(created ? 202 : 200).send(operationFor(principal, operation));
     },
   );
 
@@ -164,7 +165,7 @@ export function operationRoutes(
       const include = (request.query as { include?: string }).include?.split(',') as Include[] | undefined;
       const op = await sluice.get({ tenant, id }, { include });
       if (!op) throw new OperationNotFound(tenant, id);
-      return op;
+      return operationFor(principalOf(request), op);
     },
   );
 
@@ -186,7 +187,15 @@ export function operationRoutes(
     async (request) => {
       const tenant = tenantFor(request);
       const q = request.query as { state?: OperationState; kind?: string; cursor?: string; limit?: number };
-      return sluice.list({ tenant, state: q.state, kind: q.kind, cursor: q.cursor, limit: q.limit });
+      const page = await sluice.list({
+        tenant,
+        state: q.state,
+        kind: q.kind,
+        cursor: q.cursor,
+        limit: q.limit,
+      });
+      const principal = principalOf(request);
+      return { ...page, operations: page.operations.map((op) => operationFor(principal, op)) };
     },
   );
 
@@ -209,7 +218,9 @@ export function operationRoutes(
     async (request) => {
       const tenant = tenantFor(request);
       const { id } = request.params as { id: string };
-      return sluice.cancel({ tenant, id }, { by: principalOf(request).id });
+      const principal = principalOf(request);
+      const out = await sluice.cancel({ tenant, id }, { by: principal.id });
+      return { ...out, operation: operationFor(principal, out.operation) };
     },
   );
 }
