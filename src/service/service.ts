@@ -122,10 +122,16 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
       accepting: () => accepting,
       workers: () => (worker ? [worker] : []),
     });
-    url = await server.listen({
-      port,
-      host: options.host ?? config.http?.host ?? '127.0.0.1',
-    });
+    const host = options.host ?? config.http?.host ?? '127.0.0.1';
+    url = await server.listen({ port, host });
+    // The gauges name tenants and what each spends; the default serves them to anyone who can
+    // reach the port, which is right on loopback or a private scrape network and wrong elsewhere.
+    if ((config.http?.metricsAuth ?? 'none') === 'none' && !LOOPBACK.has(host)) {
+      log.warn(
+        { url },
+        "GET /metrics answers without a key on this address, and its gauges name tenants and their spend: keep the port private, or set http.metricsAuth: 'admin' (Prometheus can send an admin key as a bearer token)",
+      );
+    }
   }
   log.info({ role, url, store: store.dialect }, 'sluice is running');
 
@@ -144,6 +150,8 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
   };
   return { sluice, worker, server, url, stop };
 }
+
+const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
 
 /** Stops the service gracefully on SIGTERM or SIGINT, then exits. A second signal exits at once. */
 export function stopOnSignals(service: Service, log: Logger, graceMs?: number): void {

@@ -6,6 +6,8 @@ import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { withEnvironment } from '../../src/config/config.js';
@@ -106,6 +108,32 @@ describe('roles', () => {
   afterEach(async () => {
     for (const s of services.splice(0)) await s.stop({ graceMs: 100 });
     rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('warns when the metrics answer without a key on an address beyond loopback', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'sluice-roles-'));
+    const config = await loadConfig(join(ROOT, 'test/fixtures/sluice.config.ts'));
+    const warnings = async (host: string, metricsAuth?: 'admin' | 'none') => {
+      const lines: Array<{ level: number; msg: string }> = [];
+      const logger = pino(
+        { level: 'warn' },
+        new Writable({
+          write(chunk, _encoding, done) {
+            lines.push(JSON.parse(String(chunk)));
+            done();
+          },
+        }),
+      );
+      const svc = await startService(
+        { ...config, http: { ...config.http, metricsAuth } },
+        { role: 'api', db: join(dir, `${host}-${metricsAuth}.db`), port: 0, host, logger },
+      );
+      await svc.stop({ graceMs: 100 });
+      return lines.filter((l) => /GET \/metrics answers without a key/.test(l.msg)).length;
+    };
+    expect(await warnings('0.0.0.0')).toBe(1);
+    expect(await warnings('0.0.0.0', 'admin')).toBe(0);
+    expect(await warnings('127.0.0.1')).toBe(0);
   });
 
   it('an API-only and a worker-only process share one store', async () => {
