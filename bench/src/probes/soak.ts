@@ -14,8 +14,13 @@
  *
  * What grows with the keys is a leak; the first chunk is warm-up (compiled code, pools, caches
  * keyed by fixed sets). The last line gives the growth per key from the first sample to the last.
+ * Each sample also counts the store's rows that are kept per tenant: queue rows and budget
+ * windows. With `--retention-ms`, each sample first purges what finished longer ago than that
+ * (`sluice.purgeExpired()`, as the workers do every minute), so those counts show what a
+ * long-running store keeps for tenants that have gone.
  *
  *   node --expose-gc dist/probes/soak.js [--store sqlite|pg] [--keys 40000] [--chunks 10] [--kills 0] [--http]
+ *                                        [--retention-ms N]
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -32,8 +37,10 @@ const { values } = parseArgs({
     chunks: { type: 'string', default: '10' },
     kills: { type: 'string', default: '0' },
     http: { type: 'boolean', default: false },
+    'retention-ms': { type: 'string' },
   },
 });
+const retentionMs = values['retention-ms'] === undefined ? undefined : Number(values['retention-ms']);
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) throw new Error('run with node --expose-gc');
 const onPg = values.store === 'pg';
@@ -54,6 +61,7 @@ const openStore = (poolSize?: number): Store =>
 const store = openStore();
 const engine = new S.Sluice({
   store,
+  ...(retentionMs === undefined ? {} : { retention: { terminalMs: retentionMs, tombstoneMs: retentionMs } }),
   providers: {
     pay: {
       // Short windows: the spend gauge reports each tenant with spend in the current window, and
@@ -191,6 +199,8 @@ interface Sample {
   series: number;
   pool: number;
   listen: number;
+  queueRows: number;
+  budgetRows: number;
   seconds: number;
 }
 const started = performance.now();
@@ -198,8 +208,11 @@ async function sample(done: number): Promise<Sample> {
   await worker.idle();
   // The last chunk's tenants leave their budget windows.
   await new Promise((r) => setTimeout(r, 1100));
+  if (retentionMs !== undefined) await retrying(() => engine.purgeExpired());
   const series = await retrying(seriesCount);
   const b = await backends();
+  const queueRows = (await retrying(() => store.queueStats())).length;
+  const budgetRows = (await retrying(() => store.budgetUsage({ since: 0 }))).length;
   for (let k = 0; k < 3; k++) {
     gc!();
     await new Promise((r) => setImmediate(r));
@@ -212,6 +225,8 @@ async function sample(done: number): Promise<Sample> {
     resources: process.getActiveResourcesInfo().length,
     series,
     ...b,
+    queueRows,
+    budgetRows,
     seconds: (performance.now() - started) / 1000,
   };
 }
@@ -226,12 +241,15 @@ const print = (s: Sample) =>
       `resources ${String(s.resources).padStart(3)}`,
       `series ${String(s.series).padStart(4)}`,
       ...(onPg ? [`pool ${s.pool}`, `listen ${s.listen}`] : []),
+      `queue rows ${String(s.queueRows).padStart(6)}`,
+      `budget windows ${String(s.budgetRows).padStart(6)}`,
       `${s.seconds.toFixed(0)} s`,
     ].join('  '),
   );
 console.log(
   `soak: ${values.store}, ${keys} keys in ${chunks} chunks${values.http ? ', over HTTP' : ''}` +
-    (kills ? `, ${kills} connection kills a chunk` : ''),
+    (kills ? `, ${kills} connection kills a chunk` : '') +
+    (retentionMs === undefined ? '' : `, retention ${retentionMs} ms`),
 );
 for (let c = 0; c < chunks; c++) {
   const from = c * perChunk;
