@@ -191,6 +191,17 @@ function successResponses(route: RouteRecord): Record<string, JsonSchema> {
         };
       }
     }
+    if (
+      (route.method === 'POST' && route.url === '/v1/operations') ||
+      (route.method === 'GET' && route.url === '/v1/operations/:id')
+    ) {
+      headers['Retry-After'] = {
+        description:
+          'While the operation has not ended: seconds until it is worth looking again (when it is due, ' +
+          'or 1). Absent once it has ended.',
+        schema: { type: 'integer', minimum: 1 },
+      };
+    }
     const content = schema.content as Record<string, { schema: JsonSchema }> | undefined;
     out[status] = {
       description,

@@ -100,6 +100,26 @@ describe('routes, in-process', () => {
     expect(asAdmin.json.attempts[0].error.message).toMatch(/db-7\.internal\.example/);
   });
 
+  it('tell a client polling an operation when to look again, until it has ended', async () => {
+    r = await rig();
+    const later = await submit(r, 'later', { kind: 'note', input: { text: 'n' }, delayMs: 30_000 });
+    expect(later.status).toBe(202);
+    // Due in 30 s, less the milliseconds the answer took.
+    expect(Number(later.headers['retry-after'])).toBeGreaterThanOrEqual(29);
+    expect(Number(later.headers['retry-after'])).toBeLessThanOrEqual(30);
+    const now = await submit(r, 'now', { kind: 'note', input: { text: 'n' } });
+    expect(now.headers['retry-after']).toBe('1');
+    expect((await inject(r, 'GET', '/v1/operations/now')).headers['retry-after']).toBe('1');
+    expect((await submit(r, 'now', { kind: 'note', input: { text: 'n' } })).headers['retry-after']).toBe('1');
+    r.h.worker().start();
+    await r.h.sluice.wait({ tenant: 'north', id: 'now' });
+    const ended = await inject(r, 'GET', '/v1/operations/now');
+    expect([ended.json.state, ended.headers['retry-after']]).toEqual(['succeeded', undefined]);
+    expect(
+      (await submit(r, 'now', { kind: 'note', input: { text: 'n' } })).headers['retry-after'],
+    ).toBeUndefined();
+  });
+
   it('lists page by cursor, filter by state and kind, and check their parameters', async () => {
     r = await rig();
     for (let i = 0; i < 5; i++)

@@ -10,8 +10,10 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { OperationNotFound } from '../../core/errors/index.js';
+import type { Operation } from '../../core/operation.js';
 import type { OperationState } from '../../core/states.js';
 import type { Include, Sluice } from '../../sluice.js';
+import { pollAfterSeconds } from '../poll-hint.js';
 import { ApiError } from '../problem.js';
 import { principalOf, tenantFor } from '../route-config.js';
 import {
@@ -139,6 +141,7 @@ export function operationRoutes(
       });
       reply.header('location', operationPath(id));
       if (!created) reply.header('idempotent-replayed', 'true');
+      setPollHint(reply, operation);
       return reply.code(created ? 202 : 200).send(operationFor(principal, operation));
     },
   );
@@ -159,12 +162,13 @@ export function operationRoutes(
       },
       config: { auth: 'any', problems: ['operation-not-found', 'invalid-argument', 'store-unavailable'] },
     },
-    async (request) => {
+    async (request, reply) => {
       const tenant = tenantFor(request);
       const { id } = request.params as { id: string };
       const include = (request.query as { include?: string }).include?.split(',') as Include[] | undefined;
       const op = await sluice.get({ tenant, id }, { include });
       if (!op) throw new OperationNotFound(tenant, id);
+      setPollHint(reply, op);
       return operationFor(principalOf(request), op);
     },
   );
@@ -223,4 +227,9 @@ export function operationRoutes(
       return { ...out, operation: operationFor(principal, out.operation) };
     },
   );
+}
+
+function setPollHint(reply: FastifyReply, op: Operation): void {
+  const seconds = pollAfterSeconds(op, Date.now());
+  if (seconds !== undefined) reply.header('retry-after', String(seconds));
 }
