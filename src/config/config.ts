@@ -48,7 +48,14 @@ export interface SluiceConfig {
    * The API's listener. `metricsAuth: 'admin'` asks for an admin key on `GET /metrics` (its
    * series name tenants); the default `none` leaves it open, for a scraper on a private network.
    */
-  http?: { host?: string; port?: number; bodyLimitBytes?: number; metricsAuth?: 'none' | 'admin' };
+  http?: {
+    host?: string;
+    port?: number;
+    bodyLimitBytes?: number;
+    metricsAuth?: 'none' | 'admin';
+    /** Requests one tenant may have in progress at once on this process (default 64; false: no cap). */
+    maxRequestsPerTenant?: number | false;
+  };
   /** API keys: per tenant, and for operators. Plaintext or `sha256:<hex>`; never logged. */
   auth?: { tenants?: Record<string, string[]>; admin?: string[] };
   /** Operation kinds by name. */

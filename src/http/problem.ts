@@ -83,6 +83,11 @@ const HTTP_PROBLEMS = {
   'unsupported-media-type': { status: 415, title: 'The body must be application/json' },
   'request-invalid': { status: 422, title: 'The request body does not match its schema' },
   'header-too-large': { status: 431, title: 'The request headers are too large' },
+  'tenant-too-many-requests': {
+    status: 429,
+    title: 'The tenant has too many requests in progress',
+    retryAfterMs: 1000,
+  },
   'shutting-down': { status: 503, title: 'The server is shutting down', retryAfterMs: 1000 },
   'not-ready': { status: 503, title: 'The store does not answer', retryAfterMs: STORE_RETRY_MS },
   'internal-error': { status: 500, title: 'Internal server error' },

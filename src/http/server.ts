@@ -17,6 +17,7 @@
  */
 import Fastify, { type FastifyInstance, type FastifyRequest, LogController } from 'fastify';
 import type { Logger } from 'pino';
+import { bounded } from '../core/bounds.js';
 import { createMetrics, type Metrics } from '../observability/metrics.js';
 import { DEFAULT_LIMITS } from '../runtime/kinds.js';
 import type { Worker } from '../runtime/worker.js';
@@ -31,6 +32,7 @@ import { operationRoutes } from './routes/operations.js';
 import { serviceRoutes } from './routes/service.js';
 import { tenantRoutes } from './routes/tenants.js';
 import { coerceQuery, type JsonSchema } from './schemas.js';
+import { DEFAULT_MAX_REQUESTS_PER_TENANT, TenantRequests } from './tenant-requests.js';
 
 export interface ServerOptions {
   sluice: Sluice;
@@ -50,6 +52,11 @@ export interface ServerOptions {
   maxJsonDepth?: number;
   /** Who may read `/metrics`: anyone (default; bind the port privately) or admin keys. */
   metricsAuth?: 'none' | 'admin';
+  /**
+   * Requests one tenant may have in progress at once on this server (http/tenant-requests.ts);
+   * more are refused with `429 tenant-too-many-requests`. Default 64; `false` for no cap.
+   */
+  maxRequestsPerTenant?: number | false;
   /** Time for a whole request to arrive (slow clients). Default 30 s. */
   requestTimeoutMs?: number;
   /**
@@ -151,12 +158,23 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
   if (keys.size === 0) logger.warn('no API keys are configured: every /v1/ route will answer 401');
   registerJsonParser(app, { maxDepth: options.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH });
 
+  const maxPerTenant = options.maxRequestsPerTenant ?? DEFAULT_MAX_REQUESTS_PER_TENANT;
+  const tenantRequests =
+    maxPerTenant === false
+      ? undefined
+      : new TenantRequests(
+          bounded('maxRequestsPerTenant', maxPerTenant, DEFAULT_MAX_REQUESTS_PER_TENANT, {
+            min: 1,
+            max: 1_000_000,
+            integer: true,
+          }),
+        );
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
   });
 
-  app.addHook('onRequest', async (request) => {
+  app.addHook('onRequest', async (request, reply) => {
     if (
       request.headers.host === undefined &&
       request.raw.httpVersionMajor === 1 &&
@@ -183,6 +201,7 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
       throw new ApiError('forbidden', 'this route needs an admin key');
     }
     request.principal = principal;
+    if (principal.kind === 'tenant') tenantRequests?.enter(principal.tenant, reply);
   });
 
   app.addHook('preValidation', async (request) => {

@@ -114,6 +114,7 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
       auth: { tenants: config.auth?.tenants ?? {}, admin: config.auth?.admin ?? [] },
       bodyLimitBytes: config.http?.bodyLimitBytes,
       metricsAuth: config.http?.metricsAuth,
+      maxRequestsPerTenant: config.http?.maxRequestsPerTenant,
       // The retry-budget gauges report over the window the budget itself uses.
       metrics: createMetrics({
         retryBudgetWindowMs: config.retryBudget === false ? undefined : config.retryBudget?.windowMs,
