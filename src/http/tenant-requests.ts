@@ -39,9 +39,4 @@ export class TenantRequests {
       else this.inProgress.delete(tenant);
     });
   }
-
-  /** Tenants with a request in progress (tests: nothing is kept for a tenant once it is done). */
-  get tenants(): number {
-    return this.inProgress.size;
-  }
 }
