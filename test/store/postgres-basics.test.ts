@@ -5,7 +5,7 @@
  * `SKIP LOCKED` and `max_running`, rescuers racing, transactional submit, LISTEN/NOTIFY, and
  * errors classified when the server goes away. Concurrency is awaited, never slept on.
  */
-import { createServer, type Server, Socket } from 'node:net';
+
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { canonicalJson, digestOfCanonical } from '../../src/core/digest.js';
@@ -24,6 +24,7 @@ import type {
 } from '../../src/store/types.js';
 import { FakeClock } from '../../src/testing/fake-clock.js';
 import { freePort, indexPagesRead, rowsRead, usePostgres, withoutAutovacuum } from '../helpers/postgres.js';
+import { tcpRelay } from '../helpers/tcp-relay.js';
 
 const db = usePostgres();
 
@@ -1418,7 +1419,7 @@ describe('wake-ups', () => {
 describe('wake-ups across an outage at start', () => {
   it('a listener started while the database is unreachable listens once it is back', async () => {
     const [submitter] = await processes(1);
-    const link = await relay(new URL(db.url), { closed: true });
+    const link = await tcpRelay(new URL(db.url), { closed: true });
     const listener = postgresStore({
       connectionString: link.url,
       schema: submitter!.context.schema,
@@ -1454,51 +1455,9 @@ describe('wake-ups across an outage at start', () => {
   });
 });
 
-/**
- * A TCP relay to the database that can be cut, standing in for a server that went away; created
- * closed, it drops every connection until `open()` (a server that is not there yet).
- */
-async function relay(
-  target: URL,
-  options: { closed?: boolean } = {},
-): Promise<{ url: string; cut(): Promise<void>; open(): void }> {
-  const sockets = new Set<Socket>();
-  let closed = options.closed ?? false;
-  const server: Server = createServer((inbound) => {
-    if (closed) {
-      inbound.destroy();
-      return;
-    }
-    const outbound = new Socket();
-    outbound.connect(Number(target.port || 5432), target.hostname);
-    for (const s of [inbound, outbound]) {
-      sockets.add(s);
-      s.on('error', () => {});
-      s.on('close', () => sockets.delete(s));
-    }
-    inbound.pipe(outbound).pipe(inbound);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  const url = new URL(target.toString());
-  url.hostname = '127.0.0.1';
-  url.port = String(typeof address === 'object' && address ? address.port : 0);
-  return {
-    url: url.toString(),
-    open: () => {
-      closed = false;
-    },
-    cut: () =>
-      new Promise((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
-  };
-}
-
 describe('errors', () => {
   it('reports a server that went away as store-unavailable (retryable)', async () => {
-    const link = await relay(new URL(db.url));
+    const link = await tcpRelay(new URL(db.url));
     const store = db.store({ connectionString: link.url, poolSize: 2, connectTimeoutMs: 2000 });
     await store.migrate();
     await store.operationSubmitMany([item()]);

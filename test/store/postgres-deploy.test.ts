@@ -5,7 +5,6 @@
  */
 import { randomBytes } from 'node:crypto';
 import { readdirSync } from 'node:fs';
-import { createServer, type Server, Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { canonicalJson, digestOfCanonical } from '../../src/core/digest.js';
 import type { PostgresStore } from '../../src/store/postgres/index.js';
@@ -15,6 +14,7 @@ import { ProviderStub } from '../../src/testing/index.js';
 import { defineCharge, O7 } from '../helpers/charge-kind.js';
 import { harness } from '../helpers/engine.js';
 import { usePostgres } from '../helpers/postgres.js';
+import { tcpRelay } from '../helpers/tcp-relay.js';
 
 const db = usePostgres();
 /** The schema version of this code: its last migration file's number. */
@@ -201,47 +201,20 @@ describe('server settings', () => {
 });
 
 /**
- * A TCP relay to the database that drops every notification the server sends (NotificationResponse,
- * 'A'), as a connection pooler in transaction mode does once the server connection that ran LISTEN
- * went back to its pool. Everything else passes.
+ * Whole messages from the server (a type byte, then a length that counts itself), less every
+ * notification (NotificationResponse, 'A'), as a connection pooler in transaction mode drops them
+ * once the server connection that ran LISTEN went back to its pool. Everything else passes.
  */
-async function deafRelay(target: URL): Promise<{ url: string; close(): Promise<void> }> {
-  const sockets = new Set<Socket>();
-  const server: Server = createServer((inbound) => {
-    const outbound = new Socket();
-    outbound.connect(Number(target.port || 5432), target.hostname);
-    for (const s of [inbound, outbound]) {
-      sockets.add(s);
-      s.on('error', () => {});
-      s.on('close', () => sockets.delete(s));
+function withoutNotifications(): (chunk: Buffer, toClient: (bytes: Buffer) => void) => void {
+  let pending = Buffer.alloc(0);
+  return (chunk, toClient) => {
+    pending = Buffer.concat([pending, chunk]);
+    while (pending.length >= 5) {
+      const size = 1 + pending.readInt32BE(1);
+      if (pending.length < size) break;
+      if (pending[0] !== 0x41) toClient(pending.subarray(0, size));
+      pending = pending.subarray(size);
     }
-    inbound.pipe(outbound);
-    // Server to client: whole messages (a type byte, then a length that counts itself).
-    let pending = Buffer.alloc(0);
-    outbound.on('data', (chunk: Buffer) => {
-      pending = Buffer.concat([pending, chunk]);
-      while (pending.length >= 5) {
-        const size = 1 + pending.readInt32BE(1);
-        if (pending.length < size) break;
-        if (pending[0] !== 0x41) inbound.write(pending.subarray(0, size));
-        pending = pending.subarray(size);
-      }
-    });
-    outbound.on('close', () => inbound.destroy());
-    inbound.on('close', () => outbound.destroy());
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  const url = new URL(target.toString());
-  url.hostname = '127.0.0.1';
-  url.port = String(typeof address === 'object' && address ? address.port : 0);
-  return {
-    url: url.toString(),
-    close: () =>
-      new Promise((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
   };
 }
 
@@ -249,7 +222,7 @@ describe('wake-ups behind a pooler that drops notifications', () => {
   it('refuses to count on a LISTEN that hears nothing, so the worker polls instead', async () => {
     const schema = db.freshSchema();
     await db.store({ schema }).migrate();
-    const relay = await deafRelay(new URL(db.url));
+    const relay = await tcpRelay(new URL(db.url), { fromServer: withoutNotifications });
     try {
       const store = db.store({ schema, connectionString: relay.url });
       const refused = await store
@@ -267,7 +240,7 @@ describe('wake-ups behind a pooler that drops notifications', () => {
       await stop();
     } finally {
       await db.closeStores();
-      await relay.close();
+      await relay.cut();
     }
   });
 });
