@@ -131,6 +131,8 @@ function commonProblems(route: RouteRecord): string[] {
   const codes: string[] = [];
   if (auth !== 'none') codes.push('unauthorized');
   if (auth === 'tenant' || auth === 'admin' || auth === 'any') codes.push('forbidden');
+  // A tenant key's requests in progress are capped on every authenticated route (tenant-requests.ts).
+  if (auth === 'tenant' || auth === 'any') codes.push('tenant-too-many-requests');
   // Any POST's body is read and parsed, whether or not the route expects one.
   if (route.method === 'POST') {
     codes.push(

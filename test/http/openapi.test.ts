@@ -186,6 +186,13 @@ describe('GET /openapi.json', () => {
     expect(Object.keys(cancel.responses)).toEqual(expect.arrayContaining(['413', '415']));
     expect(cancel.responses['400'].description).toMatch(/`body-malformed`/);
     expect(submit.responses['429'].headers['Retry-After']).toBeDefined();
+    // A tenant key's requests in progress are capped on every route it may call, not on admin ones.
+    expect(submit.responses['429'].description).toMatch(/`tenant-too-many-requests`/);
+    expect(doc.paths['/v1/operations/{id}'].get.responses['429'].description).toMatch(
+      /`tenant-too-many-requests`/,
+    );
+    expect(doc.paths['/v1/operations/{id}/redrive'].post.responses['429']).toBeUndefined();
+    expect(doc.paths['/v1/operations/{id}'].get.responses['200'].headers['Retry-After']).toBeDefined();
     expect(submit.responses['422'].description).toMatch(/`idempotency-key-reused`/);
     expect(submit.security).toEqual([{ apiKey: [] }]);
     expect(doc.paths['/healthz'].get.security).toEqual([]);
