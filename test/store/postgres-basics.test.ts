@@ -115,6 +115,7 @@ describe('migrations', () => {
         { version: 25, name: 'seq_after_purge' },
         { version: 26, name: 'budget_windows_by_end' },
         { version: 27, name: 'secrets' },
+        { version: 28, name: 'forget_departed_tenants' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
