@@ -39,6 +39,7 @@ import {
   Permanent,
   toErrorRecord,
 } from '../core/errors/index.js';
+import { jsonBytesOver } from '../core/json-size.js';
 import type { Queued } from '../runtime/batcher.js';
 import {
   type FailpointInfo,
@@ -121,6 +122,8 @@ export interface EffectRuntime {
   failpointInfo: FailpointInfo;
   /** Requests the whole operation may send (all attempts). */
   maxCalls: number;
+  /** The largest result the journal keeps for one effect, as JSON bytes: the kind's `maxResultBytes`. */
+  maxResultBytes: number;
   /** This attempt is the operation's last: a failure now is not retried. */
   lastAttempt: boolean;
   /** The budgets an effect with this provider and cost draws on. */
@@ -317,8 +320,9 @@ async function commit(
   result: unknown,
   reference: string | null,
 ): Promise<void> {
+  let bound: number;
   try {
-    assertPlainJson(result ?? null);
+    bound = assertPlainJson(result ?? null);
   } catch (error) {
     // The provider did it, but the journal cannot keep what it answered, so a later attempt
     // could not replay it. The row stays `pending` (its outcome unknown to the journal) and the
@@ -328,6 +332,15 @@ async function commit(
       code: 'effect-result-not-json',
     });
   }
+  // The journal's row is read whole by every later attempt and every view of the effects, so an
+  // answer is bounded as the handler's result is. The provider has done the effect all the same:
+  // the same ending as an answer that is not JSON.
+  const bytes = jsonBytesOver(result ?? null, bound, rt.maxResultBytes);
+  if (bytes !== null)
+    throw new Permanent(
+      `the result of effect ${name} is ${bytes} bytes as JSON, over the kind's maxResultBytes (${rt.maxResultBytes})`,
+      { code: 'effect-result-too-large', details: { bytes, maxResultBytes: rt.maxResultBytes } },
+    );
   const mark = {
     lease: rt.lease,
     name,

@@ -148,6 +148,7 @@ export const PROBLEMS: Record<string, ProblemSpec> & Record<HttpProblemCode, Pro
   'result-not-json': OUTCOME,
   'result-too-large': OUTCOME,
   'effect-result-not-json': OUTCOME,
+  'effect-result-too-large': OUTCOME,
   'lookup-answer-invalid': OUTCOME,
   'reconciled-failed': OUTCOME,
   'effect-failed': OUTCOME,

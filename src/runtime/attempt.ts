@@ -26,6 +26,7 @@ import {
   Permanent,
   UnknownKind,
 } from '../core/errors/index.js';
+import { jsonBytesOver } from '../core/json-size.js';
 import { isTerminal, type OperationState } from '../core/states.js';
 import { AttemptMarks } from '../effects/attempt-marks.js';
 import type { EffectKeyFn } from '../effects/effect-key.js';
@@ -161,14 +162,12 @@ async function stateAfter(env: AttemptEnv, row: OperationRow, end: string): Prom
 
 /**
  * A result is stored on the operation's row and sent with every read of it, so it is bounded as
- * an input is. Measured as the JSON the store writes, but serialised here only when the bound the
- * plain-JSON check found (`jsonBound`) is over the limit: most results are far under it.
- * Permanent: the same handler would return the same result again.
+ * an input is, as the JSON the store writes (core/json-size.ts). Permanent: the same handler
+ * would return the same result again.
  */
 function assertResultSize(value: unknown, jsonBound: number, max: number): void {
-  if (jsonBound <= max) return;
-  const bytes = Buffer.byteLength(JSON.stringify(value));
-  if (bytes > max)
+  const bytes = jsonBytesOver(value, jsonBound, max);
+  if (bytes !== null)
     throw new Permanent(
       `the handler's result is ${bytes} bytes as JSON, over the kind's maxResultBytes (${max})`,
       {
@@ -407,6 +406,8 @@ async function execute(
         retentionMs: kind.limits.effectRetentionMs,
         marginMs: kind.limits.attemptTimeoutMs,
         maxCalls: kind.limits.maxProviderCalls,
+        maxResultBytes: kind.limits.maxResultBytes,
+
         lastAttempt: row.attempt >= row.maxAttempts,
         charges: (provider, cost) => chargesFor(env.providers, provider, row.tenant, cost),
         failpointInfo: { tenant: row.tenant, id: row.id, attempt: row.attempt },

@@ -1,7 +1,9 @@
 /**
  * A handler's result is bounded as its input is (`maxResultBytes`, the JSON the store writes):
  * at the limit it is stored; one byte over, the operation fails with `result-too-large` and is
- * not retried, since the same handler would return the same result again.
+ * not retried, since the same handler would return the same result again. An effect's answer,
+ * which the journal keeps and replays, has the same bound: one over it has still been done by the
+ * provider, so nothing is sent again and the operation asks a person.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -51,6 +53,58 @@ describe('maxResultBytes', () => {
         expect(op.error?.details).toEqual({ bytes: c.id === 'over' ? 65 : 68, maxResultBytes: 64 });
       }
       expect(runs).toBe(1);
+    }
+  });
+
+  it('keeps an effect answer of exactly the limit and asks a person for one a byte over', async () => {
+    h = await harness();
+    let calls = 0;
+    h.sluice.define('charge', {
+      input: z.object({ answer: z.unknown() }),
+      limits: { maxResultBytes: 64, maxAttempts: 3 },
+      async run(input, ctx) {
+        const answer = await ctx.effect('pay', {
+          call: async () => {
+            calls++;
+            return input.answer;
+          },
+        });
+        // The handler's own result stays small: only the effect's answer is at the edge.
+        return Buffer.byteLength(JSON.stringify(answer));
+      },
+    });
+    h.worker().start();
+    const at = { text: 'x'.repeat(53) };
+    const over = { text: 'x'.repeat(54) };
+    for (const c of [
+      { id: 'effect-at', answer: at, ok: true },
+      { id: 'effect-over', answer: over, ok: false },
+      { id: 'effect-nul-over', answer: '\u0000'.repeat(11), ok: false },
+    ]) {
+      calls = 0;
+      const ref = { tenant: 'North', id: c.id };
+      await h.sluice.submit({ ...ref, kind: 'charge', input: { answer: c.answer } });
+      const op = await h.sluice.wait(ref);
+      const [effect] = await h.store.effectList(ref);
+      if (c.ok) {
+        expect([c.id, op.state, op.result, effect?.state, effect?.result]).toEqual([
+          c.id,
+          'succeeded',
+          64,
+          'committed',
+          c.answer,
+        ]);
+      } else {
+        expect([c.id, op.state, op.error?.code, effect?.state, effect?.result]).toEqual([
+          c.id,
+          'needs_reconciliation',
+          'effect-result-too-large',
+          'pending',
+          null,
+        ]);
+        expect(op.error?.details).toEqual({ bytes: c.id === 'effect-over' ? 65 : 68, maxResultBytes: 64 });
+      }
+      expect(calls).toBe(1);
     }
   });
 });
