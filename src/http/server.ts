@@ -31,7 +31,7 @@ import { adminRoutes } from './routes/admin.js';
 import { operationRoutes } from './routes/operations.js';
 import { serviceRoutes } from './routes/service.js';
 import { tenantRoutes } from './routes/tenants.js';
-import { coerceQuery, type JsonSchema } from './schemas.js';
+import { coerceQuery, type JsonSchema, OPERATION_ID_PATTERN } from './schemas.js';
 import { DEFAULT_MAX_REQUESTS_PER_TENANT, TenantRequests } from './tenant-requests.js';
 
 export interface ServerOptions {
@@ -277,11 +277,15 @@ function tenantLabel(request: FastifyRequest): string | undefined {
   return p.kind === 'tenant' ? p.tenant : (request.query as { tenant?: string } | undefined)?.tenant;
 }
 
+const LOGGABLE_ID = new RegExp(OPERATION_ID_PATTERN);
+
 function operationIdOf(request: FastifyRequest): string | undefined {
   const params = request.params as { id?: string } | undefined;
-  if (params?.id) return params.id;
-  const key = request.headers['idempotency-key'];
-  return typeof key === 'string' && key.length <= 255 ? key : undefined;
+  const id = params?.id ?? request.headers['idempotency-key'];
+  // Only an id the API could accept is logged: a refused one may hold anything a client sent
+  // (control characters decoded from the path, a megabyte-long header), which a log line should
+  // not carry; the line's problem code says why it was refused.
+  return typeof id === 'string' && LOGGABLE_ID.test(id) ? id : undefined;
 }
 
 /** How many times a header appears in Node's raw list (names at even indexes, any case). */

@@ -283,6 +283,12 @@ describe('auth over loopback', () => {
       raw: '{"kind":"note","input":{"text":"SECRET-BODY-MARKER"',
     });
     await r.call('GET', '/v1/operations/log-1', { key: KEYS.south });
+    // Ids the API refuses are not copied into the log: a tab in the key, a newline in the path.
+    await r.call('POST', '/v1/operations', {
+      headers: { 'idempotency-key': 'log\tfive' },
+      body: { kind: 'note', input: {} },
+    });
+    await r.call('GET', '/v1/operations/log%0Asix');
     const all = r.logs.join('');
     for (const secret of [KEYS.north, KEYS.south, KEYS.admin, 'SECRET-WRONG-KEY', 'SECRET-BODY-MARKER']) {
       expect(all).not.toContain(secret);
@@ -295,7 +301,11 @@ describe('auth over loopback', () => {
       ['POST', '/v1/operations', 401, null, 'log-2', 'unauthorized'],
       ['POST', '/v1/operations', 400, 'north', 'log-3', 'body-malformed'],
       ['GET', '/v1/operations/:id', 404, 'south', 'log-1', 'operation-not-found'],
+      ['POST', '/v1/operations', 400, 'north', undefined, 'idempotency-key-invalid'],
+      ['GET', '/v1/operations/:id', 400, 'north', undefined, 'invalid-argument'],
     ]);
+    expect(all).not.toContain('five');
+    expect(all).not.toContain('six');
   });
 
   it('key configuration is checked at build: duplicates, bad hashes, bad tenants refused', () => {
