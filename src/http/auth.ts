@@ -8,7 +8,7 @@
  * digest with `timingSafeEqual` (fixed 32-byte digests, no early exit), so the time taken says
  * nothing about how close a guess was, nor which key matched.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { InvalidArgument } from '../core/errors/index.js';
 import { assertTenant } from '../core/identity.js';
 import { ApiError } from './problem.js';
@@ -44,6 +44,16 @@ function digestOf(configured: string, where: string): Buffer {
     throw new InvalidArgument(`${where}: a key is 1–${MAX_TOKEN} visible ASCII characters`);
   }
   return sha256(configured);
+}
+
+/**
+ * A new API key: 32 random bytes (256 bits) in base64url behind a `sluice_` prefix, which lets a
+ * secret scanner recognise one in a repository or a log. Its digest is kept unsalted and fast
+ * (`hashApiKey`): a salt and a slow hash make guessable secrets costly to find from their
+ * digests, and nothing guesses 256 random bits.
+ */
+export function newApiKey(): string {
+  return `sluice_${randomBytes(32).toString('base64url')}`;
 }
 
 /** SHA-256 of a key, in the form the configuration accepts: for `sluice` users hashing their keys. */
