@@ -5,7 +5,7 @@
  * that only runs operations never loads the web server.
  */
 
-export { defineConfig, loadConfig, type SluiceConfig } from './config/config.js';
+export { defineConfig, loadConfig, type PostgresConfig, type SluiceConfig } from './config/config.js';
 export { type Clock, systemClock } from './core/clock.js';
 export { canonicalJson, operationDigest } from './core/digest.js';
 export * from './core/errors/index.js';

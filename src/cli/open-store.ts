@@ -6,7 +6,7 @@
  * refused.
  */
 import { existsSync } from 'node:fs';
-import { loadConfig } from '../config/config.js';
+import { loadConfig, type PostgresConfig } from '../config/config.js';
 import { InvalidArgument } from '../core/errors/index.js';
 import { schemaNewerError } from '../store/migrations.js';
 import { sqliteStore } from '../store/sqlite/index.js';
@@ -16,7 +16,8 @@ export const DEFAULT_DB = './data/sluice.db';
 
 export interface OpenStoreOptions {
   sqlite?: { synchronous?: 'FULL' | 'NORMAL' };
-  postgres?: { schema?: string; poolSize?: number };
+  /** The PostgreSQL store's settings a config may give (`postgresStore`'s options of the same names). */
+  postgres?: PostgresConfig;
   /**
    * The store must already exist: a SQLite file is not created (a mistyped path would otherwise
    * leave an empty database behind), for commands that read or act on what is there.

@@ -36,12 +36,20 @@ import type { RetentionPolicy } from '../queue/maintenance.js';
 import type { KindDefinition } from '../runtime/kinds.js';
 import type { WorkerOptions } from '../runtime/worker.js';
 import type { Sluice } from '../sluice.js';
+import type { PostgresOptions } from '../store/postgres/connection.js';
+
+/**
+ * The PostgreSQL store's settings a config file may give: its schema, its pool, and, behind a
+ * pooler in transaction mode, `pooler: 'transaction'` with a direct `listenUrl` for wake-ups.
+ */
+export type PostgresConfig = Pick<PostgresOptions, 'schema' | 'poolSize' | 'pooler' | 'listenUrl'>;
 
 export interface SluiceConfig {
   /** The store: a SQLite file path (default `./data/sluice.db`) or a `postgres://` URL. */
   db?: string;
   sqlite?: { synchronous?: 'FULL' | 'NORMAL' };
-  postgres?: { schema?: string; poolSize?: number };
+  /** The PostgreSQL store's settings a config may give (`postgresStore`'s options of the same names). */
+  postgres?: PostgresConfig;
   /** Apply pending migrations at start-up (`auto`, default) or only with `sluice migrate`. */
   migrate?: 'auto' | 'manual';
   /**

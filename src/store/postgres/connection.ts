@@ -57,6 +57,24 @@ export interface PostgresOptions {
    * passed in as `pool` is the caller's to configure.
    */
   durableCommits?: boolean;
+  /**
+   * `'transaction'`: `connectionString` goes through a pooler in transaction mode (PgBouncer's
+   * `pool_mode = transaction`), where consecutive transactions of one client may run on different
+   * server connections. Statements are then sent unnamed (parsed on every call) instead of
+   * prepared once per connection; nothing is set on connections as they open, so the role or
+   * database must give what the store needs (`migrate()` and `migrationStatus()` check and refuse
+   * otherwise: `default_transaction_isolation` read committed, and `synchronous_commit` not `off`
+   * unless `durableCommits` is false); and wake-ups are heard only through `listenUrl`.
+   * Default: a direct connection or a pooler in session mode.
+   */
+  pooler?: 'transaction';
+  /**
+   * Where the connection that LISTENs for wake-ups connects, when it should not go where the
+   * pool does: behind a transaction pooler, a direct URL of the same server. Default: the pool's
+   * own connection settings; none behind a transaction pooler, where workers then find work by
+   * polling and on every freed slot.
+   */
+  listenUrl?: string;
 }
 
 /** Runs one statement: `{s}` in the text stands for the quoted schema name. */
@@ -72,6 +90,12 @@ export interface PgContext {
   /** The LISTEN/NOTIFY channel of the schema (the migration's `wakeup_channel()`). */
   readonly channel: string;
   readonly notify: boolean;
+  /** Behind a pooler in transaction mode (`pooler: 'transaction'`). */
+  readonly pooled: boolean;
+  /** The listening connection's URL, if it differs from the pool's (`listenUrl`). */
+  readonly listenUrl: string | undefined;
+  /** Whether the store raises `synchronous_commit = off` (`durableCommits`). */
+  readonly durableCommits: boolean;
   readonly clock: Clock | undefined;
   /** The `$now` parameter: the injected clock's time, or null for the server's clock. */
   now(): number | null;
@@ -148,6 +172,16 @@ export function openPostgres(options: PostgresOptions): PgContext {
           max: MAX_TIMER_MS,
           integer: true,
         });
+  if (options.pooler !== undefined && options.pooler !== 'transaction')
+    throw new InvalidArgument(`pooler is 'transaction' or left out, not ${JSON.stringify(options.pooler)}`);
+  const pooled = options.pooler === 'transaction';
+  if (options.listenUrl !== undefined && (typeof options.listenUrl !== 'string' || options.listenUrl === ''))
+    throw new InvalidArgument('listenUrl must be a non-empty connection URL');
+  // A startup parameter, which PgBouncer refuses (or, listed in ignore_startup_parameters, drops).
+  if (pooled && statementTimeoutMs !== undefined)
+    throw new InvalidArgument(
+      'statementTimeoutMs cannot reach the server through a transaction pooler: set statement_timeout on the role (ALTER ROLE … SET statement_timeout = …)',
+    );
   let pool = options.pool;
   const ownsPool = pool === undefined;
   if (!pool) {
@@ -166,10 +200,13 @@ export function openPostgres(options: PostgresOptions): PgContext {
     pool.on('error', () => {});
     const setup = options.durableCommits === false ? READ_COMMITTED : `${READ_COMMITTED}; ${DURABLE_COMMITS}`;
     // One simple query, queued on the new connection before the query it was opened for. A
-    // failure here means the connection is broken, which that query will report.
-    pool.on('connect', (client) => {
-      client.query(setup).catch(() => {});
-    });
+    // failure here means the connection is broken, which that query will report. Not behind a
+    // transaction pooler: the settings would land on whichever server connection ran them, for
+    // the next client that gets it, and on none of the others.
+    if (!pooled)
+      pool.on('connect', (client) => {
+        client.query(setup).catch(() => {});
+      });
   }
   const thePool = pool;
   const cache = new Map<string, Prepared>();
@@ -189,13 +226,16 @@ export function openPostgres(options: PostgresOptions): PgContext {
    * statements, migration 6); wrong for a scan whose best plan depends on how big the table has
    * grown since, such as maintenance's range reads: a plan made on an empty table stays a full
    * scan. `planEach` sends such statements unnamed, planned for their parameters on every run.
+   * Behind a transaction pooler every statement is sent so: a name prepared on one server
+   * connection means nothing on the next the pooler hands out, and the same name prepared twice
+   * on one is an error.
    */
   const run =
     (client: pg.ClientBase, planEach = false): Query =>
     async <R>(sql: string, values: unknown[] = []): Promise<R[]> => {
       const p = prepared(sql);
       const res = await client.query(
-        planEach ? { text: p.text, values } : { name: p.name, text: p.text, values },
+        planEach || pooled ? { text: p.text, values } : { name: p.name, text: p.text, values },
       );
       return res.rows as R[];
     };
@@ -281,6 +321,9 @@ export function openPostgres(options: PostgresOptions): PgContext {
     quoted,
     channel: `sluice_${schema}`,
     notify: options.notify ?? true,
+    pooled,
+    listenUrl: options.listenUrl,
+    durableCommits: options.durableCommits !== false,
     clock: options.clock,
     now: () => (options.clock ? options.clock.now() : null),
     query: (sql, values) => single(sql, values, false),

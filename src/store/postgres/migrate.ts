@@ -12,7 +12,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
-import { StoreError } from '../../core/errors/index.js';
+import { InvalidArgument, StoreError } from '../../core/errors/index.js';
 import { loadMigrations, type MigrationStatus, schemaNewerError } from '../migrations.js';
 import type { PgContext, Query } from './connection.js';
 import { classifyPgError } from './errors.js';
@@ -62,6 +62,8 @@ export async function migratePostgres(ctx: PgContext): Promise<void> {
           'default_transaction_read_only set for the server, database or role); the store writes',
       );
     }
+    const query: Query = async (sql, values) => (await client.query(sql, values)).rows;
+    await checkPooledSession(ctx, query);
     if (!found?.schema) await client.query(`CREATE SCHEMA ${s}`);
     if (!found?.table) {
       await client.query(`CREATE TABLE ${s}.migrations (
@@ -71,7 +73,6 @@ export async function migratePostgres(ctx: PgContext): Promise<void> {
     // Schemas migrated before migrations were marked: every version they hold counts as breaking.
     // Looked up first, so a migrate with nothing to do takes no lock on the table and needs no
     // right to alter it.
-    const query: Query = async (sql, values) => (await client.query(sql, values)).rows;
     if (!(await hasBreakingColumn(query, `${s}.migrations`)))
       await client.query(`ALTER TABLE ${s}.migrations ADD COLUMN breaking boolean NOT NULL DEFAULT true`);
     const status = await readStatus(query, `${s}.migrations`, migrations.at(-1)?.version ?? 0, true);
@@ -106,10 +107,36 @@ export async function migrationStatusPostgres(ctx: PgContext): Promise<Migration
   const latest = loadMigrations(DIR).at(-1)?.version ?? 0;
   const table = `${ctx.quoted}.migrations`;
   return ctx.tx(async (query) => {
+    await checkPooledSession(ctx, query);
     const [found] = await query<{ r: string | null }>('SELECT to_regclass($1)::text AS r', [table]);
     if (!found?.r) return { applied: 0, latest, breakingAhead: null };
     return readStatus(query, table, latest, await hasBreakingColumn(query, table));
   });
+}
+
+/**
+ * Behind a transaction pooler the store sets nothing on its connections (connection.ts), so the
+ * sessions must start as it needs them: every statement and function of the store is written for
+ * READ COMMITTED (a statement that waited for a lock sees what committed meanwhile), and every
+ * commit it is told of must be flushed. Checked where a service starts (migrate, or the status a
+ * manual migration reads), with the fix named.
+ */
+async function checkPooledSession(ctx: PgContext, query: Query): Promise<void> {
+  if (!ctx.pooled) return;
+  const [session] = await query<{ isolation: string; sync: string }>(
+    `SELECT current_setting('default_transaction_isolation') AS isolation,
+            current_setting('synchronous_commit') AS sync`,
+  );
+  if (session?.isolation !== 'read committed')
+    throw new InvalidArgument(
+      `behind a transaction pooler the store's sessions start at ${session?.isolation}, and it needs read committed: ` +
+        "ALTER ROLE … SET default_transaction_isolation = 'read committed' (or ALTER DATABASE)",
+    );
+  if (ctx.durableCommits && session.sync === 'off')
+    throw new InvalidArgument(
+      "behind a transaction pooler the store's sessions start with synchronous_commit = off, which can lose " +
+        "commits it was told of: ALTER ROLE … SET synchronous_commit = 'local' (or on), or durableCommits: false",
+    );
 }
 
 async function hasBreakingColumn(query: Query, table: string): Promise<boolean> {

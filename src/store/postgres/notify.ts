@@ -54,7 +54,22 @@ export async function subscribe(
   onClass: (cls: string) => void,
   options: SubscribeOptions = {},
 ): Promise<() => Promise<void>> {
-  const config: pg.ClientConfig = { ...ctx.pool.options, application_name: 'sluice-listen' };
+  const config: pg.ClientConfig = {
+    ...ctx.pool.options,
+    ...(ctx.listenUrl === undefined ? {} : { connectionString: ctx.listenUrl }),
+    application_name: 'sluice-listen',
+  };
+  if (ctx.pooled && ctx.listenUrl === undefined) {
+    // Not even tried: through the pooler LISTEN is accepted and never heard (the proof below
+    // would find so after PROOF_MS, at every worker's start).
+    const error = new StoreError(
+      'unknown',
+      `behind a transaction pooler LISTEN "${ctx.channel}" would hear nothing: give listenUrl, a direct ` +
+        'URL of the server, to hear wake-ups; until then work is found by polling',
+    );
+    deaf.add(error);
+    throw error;
+  }
   let client: pg.Client | undefined;
   let closed = false;
   let timer: NodeJS.Timeout | undefined;

@@ -1,0 +1,33 @@
+/**
+ * The store conformance suite on PostgreSQL behind a real PgBouncer in transaction mode
+ * (`pooler: 'transaction'`): a pool of 3 clients on 2 server connections, so consecutive calls,
+ * and the transactions of one, run on whichever server connection the pooler hands out. The
+ * listening connection goes to the server directly (`listenUrl`). No case is skipped.
+ */
+import { describe, it } from 'vitest';
+import { FakeClock } from '../../src/testing/fake-clock.js';
+import { usePgBouncer } from '../helpers/pgbouncer.js';
+import { usePostgres } from '../helpers/postgres.js';
+import { describeStoreConformance } from './store-suite.js';
+
+const db = usePostgres();
+const bouncer = usePgBouncer(db, { mode: 'transaction', poolSize: 2 });
+
+if (bouncer.available) {
+  describeStoreConformance('postgres behind PgBouncer (transaction mode)', async () => {
+    const clock = new FakeClock();
+    const store = db.store({
+      clock,
+      poolSize: 3,
+      connectionString: bouncer.url(),
+      pooler: 'transaction',
+      listenUrl: db.url,
+    });
+    await store.migrate();
+    return { store, clock, cleanup: () => store.close() };
+  });
+} else {
+  describe.skip('Store conformance: postgres behind PgBouncer (pgbouncer is not installed)', () => {
+    it('is skipped', () => {});
+  });
+}
