@@ -407,7 +407,6 @@ async function execute(
         marginMs: kind.limits.attemptTimeoutMs,
         maxCalls: kind.limits.maxProviderCalls,
         maxResultBytes: kind.limits.maxResultBytes,
-
         lastAttempt: row.attempt >= row.maxAttempts,
         charges: (provider, cost) => chargesFor(env.providers, provider, row.tenant, cost),
         failpointInfo: { tenant: row.tenant, id: row.id, attempt: row.attempt },

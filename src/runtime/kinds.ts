@@ -13,7 +13,10 @@ import type { OperationContext } from './context.js';
 export interface KindLimits {
   /** Largest input, as canonical JSON bytes. Default 65,536. */
   maxInputBytes?: number;
-  /** Largest result the handler, or one of its effects' providers, may return, as JSON bytes; over it the operation fails (`needs_reconciliation` for an effect's). Default 262,144. */
+  /**
+   * Largest result the handler, or one of its effects' providers, may return, as JSON bytes; over
+   * it the operation fails (`needs_reconciliation` for an effect's answer). Default 262,144.
+   */
   maxResultBytes?: number;
   /** Longest single attempt before its signal fires and it is retried. Default 60 s. */
   attemptTimeoutMs?: number;
