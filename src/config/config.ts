@@ -130,8 +130,57 @@ export async function loadConfig(path?: string, cwd = process.cwd()): Promise<Sl
       `${file}: unknown config ${unknown.length === 1 ? 'key' : 'keys'} ${unknown.join(', ')} (known: ${[...CONFIG_KEYS].join(', ')})`,
     );
   }
+  // The same one level down, in the sections whose keys are fixed: `postgres: { pooller }` would
+  // leave the store without the pooler it names.
+  for (const [section, known] of Object.entries(SECTION_KEYS)) {
+    const value = (config as Record<string, unknown>)[section];
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) continue;
+    const wrong = Object.keys(value).filter((key) => !known.has(key));
+    if (wrong.length > 0)
+      throw new InvalidArgument(
+        `${file}: unknown config ${wrong.length === 1 ? 'key' : 'keys'} ${wrong.map((k) => `${section}.${k}`).join(', ')} (known in ${section}: ${[...known].join(', ')})`,
+      );
+  }
   return config;
 }
+
+/** Every key of `T`, listed: the compiler refuses a list that misses one or names one more. */
+const keysOf = <T>(keys: Record<keyof T, true>): Set<string> => new Set(Object.keys(keys));
+
+/** The keys of the config's sections whose keys are fixed, checked when a file is loaded. */
+const SECTION_KEYS: Record<string, Set<string>> = {
+  sqlite: keysOf<NonNullable<SluiceConfig['sqlite']>>({ synchronous: true }),
+  postgres: keysOf<PostgresConfig>({ schema: true, poolSize: true, pooler: true, listenUrl: true }),
+  http: keysOf<NonNullable<SluiceConfig['http']>>({
+    host: true,
+    port: true,
+    bodyLimitBytes: true,
+    metricsAuth: true,
+    maxRequestsPerTenant: true,
+  }),
+  auth: keysOf<NonNullable<SluiceConfig['auth']>>({ tenants: true, admin: true }),
+  worker: keysOf<WorkerOptions>({
+    slots: true,
+    defaultSlots: true,
+    leaseMs: true,
+    heartbeatMs: true,
+    pollIntervalMs: true,
+    rescueIntervalMs: true,
+    purgeIntervalMs: true,
+    tempRoot: true,
+    abortGraceMs: true,
+    tempCheckMs: true,
+    id: true,
+  }),
+  retention: keysOf<RetentionPolicy>({ terminalMs: true, tombstoneMs: true }),
+  retryBudget: keysOf<RetryBudgetConfig>({
+    ratio: true,
+    floor: true,
+    windowMs: true,
+    bucketMs: true,
+    deferMaxMs: true,
+  }),
+};
 
 /**
  * The file's default export. Read from the module's namespace, not through jiti's default

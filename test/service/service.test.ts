@@ -37,6 +37,47 @@ describe('configuration', () => {
     rmSync(at, { recursive: true, force: true });
   });
 
+  it('refuses a misspelled key one level down, naming it and what the section knows', async () => {
+    const at = mkdtempSync(join(tmpdir(), 'sluice-config-'));
+    try {
+      const cases = [
+        [
+          "postgres: { pooller: 'transaction' }",
+          'postgres.pooller',
+          /known in postgres: schema, poolSize, pooler, listenUrl/,
+        ],
+        ['http: { port: 1, metricAuth: "admin" }', 'http.metricAuth', /known in http: host, port/],
+        ['worker: { slot: { default: 1 } }', 'worker.slot', /known in worker: slots, defaultSlots/],
+        [
+          'retention: { terminalMS: 1 }',
+          'retention.terminalMS',
+          /known in retention: terminalMs, tombstoneMs/,
+        ],
+        ['retryBudget: { ratio: 0.1, flor: 1 }', 'retryBudget.flor', /known in retryBudget: ratio, floor/],
+        ['auth: { tenant: {} }', 'auth.tenant', /known in auth: tenants, admin/],
+        ["sqlite: { synchronus: 'FULL' }", 'sqlite.synchronus', /known in sqlite: synchronous\)$/],
+      ] as const;
+      for (const [section, named, known] of cases) {
+        const file = join(at, `${named}.config.mjs`);
+        writeFileSync(file, `export default { ${section} };\n`);
+        const refused = await loadConfig(file).catch((e) => e);
+        expect([named, isInvalidArgument(refused)]).toEqual([named, true]);
+        expect(refused.message).toContain(`unknown config key ${named} (`);
+        expect(refused.message).toMatch(known);
+      }
+      // Spelled right, every one of them loads; `retryBudget: false` has no keys to check.
+      const good = join(at, 'good.config.mjs');
+      writeFileSync(
+        good,
+        "export default { postgres: { pooler: 'transaction', listenUrl: 'postgres://x' }, http: { metricsAuth: 'admin' }, " +
+          "worker: { slots: { default: 1 } }, retention: { terminalMs: 1 }, retryBudget: false, auth: { tenants: {} }, sqlite: { synchronous: 'FULL' } };\n",
+      );
+      expect((await loadConfig(good)).postgres?.pooler).toBe('transaction');
+    } finally {
+      rmSync(at, { recursive: true, force: true });
+    }
+  });
+
   it('refuses a config file whose default export is null, undefined or missing, in one line with its code', async () => {
     const at = mkdtempSync(join(tmpdir(), 'sluice-config-'));
     try {
