@@ -3,7 +3,7 @@
  * keyed by the operation's effect key.
  */
 import { z } from 'zod';
-import type { KindLimits, Sluice } from '../../src/index.js';
+import type { KindLimits, Operation, Sluice } from '../../src/index.js';
 import type { Charge, ProviderStub } from '../../src/testing/index.js';
 
 export const O7 = { invoice: 7, amount_cents: 5000 } as const;
@@ -36,4 +36,23 @@ export function defineCharge(
       return { charge: charge.id };
     },
   });
+}
+
+/**
+ * `n` charge operations (`inv-0`…, over `tenants` tenants `T0`…) submitted at once, taking turns
+ * between the engines that share a store, then waited for through the first: the operations as
+ * they ended, in submit order.
+ */
+export async function chargeAcross(engines: Sluice[], n: number, tenants: number): Promise<Operation[]> {
+  const refs = Array.from({ length: n }, (_, i) => ({ tenant: `T${i % tenants}`, id: `inv-${i}` }));
+  await Promise.all(
+    refs.map((ref, i) =>
+      engines[i % engines.length]!.submit({
+        ...ref,
+        kind: 'charge',
+        input: { invoice: i, amount_cents: 100 + i },
+      }),
+    ),
+  );
+  return Promise.all(refs.map((ref) => engines[0]!.wait(ref)));
 }

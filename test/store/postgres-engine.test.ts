@@ -16,7 +16,7 @@ import { Retryable, type SluiceOptions } from '../../src/index.js';
 import type { Store } from '../../src/store/store.js';
 import type { ClaimResult } from '../../src/store/types.js';
 import { ProviderStub } from '../../src/testing/index.js';
-import { defineCharge, O7 } from '../helpers/charge-kind.js';
+import { chargeAcross, defineCharge, O7 } from '../helpers/charge-kind.js';
 import { type Harness, harness } from '../helpers/engine.js';
 import { rowsRead, usePostgres, withoutAutovacuum } from '../helpers/postgres.js';
 
@@ -66,17 +66,7 @@ describe('an engine on PostgreSQL', () => {
       defineCharge(h.sluice, provider);
       h.worker({ slots: { default: 3 } }).start();
     }
-    const refs = Array.from({ length: 40 }, (_, i) => ({ tenant: `T${i % 4}`, id: `inv-${i}` }));
-    await Promise.all(
-      refs.map((ref, i) =>
-        (i % 2 ? a : b).sluice.submit({
-          ...ref,
-          kind: 'charge',
-          input: { invoice: i, amount_cents: 100 + i },
-        }),
-      ),
-    );
-    const done = await Promise.all(refs.map((ref) => a.sluice.wait(ref)));
+    const done = await chargeAcross([a.sluice, b.sluice], 40, 4);
     expect(done.every((op) => op.state === 'succeeded')).toBe(true);
     expect(provider.calls).toBe(40);
     expect(provider.ledger()).toHaveLength(40);

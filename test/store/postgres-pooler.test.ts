@@ -12,7 +12,7 @@ import { z } from 'zod';
 import { isInvalidArgument, isSluiceError } from '../../src/index.js';
 import { startService } from '../../src/service/index.js';
 import { ProviderStub } from '../../src/testing/index.js';
-import { defineCharge } from '../helpers/charge-kind.js';
+import { chargeAcross, defineCharge } from '../helpers/charge-kind.js';
 import { type Harness, harness, silent } from '../helpers/engine.js';
 import { usePgBouncer } from '../helpers/pgbouncer.js';
 import { usePostgres } from '../helpers/postgres.js';
@@ -47,17 +47,7 @@ describe.skipIf(!bouncer.available)('behind PgBouncer in transaction mode', () =
       // Longer than the test: work is found by wake-ups and freed slots only.
       h.worker({ slots: { default: 4 }, pollIntervalMs: 3_600_000 }).start();
     }
-    const refs = Array.from({ length: 60 }, (_, i) => ({ tenant: `T${i % 3}`, id: `inv-${i}` }));
-    await Promise.all(
-      refs.map((ref, i) =>
-        (i % 2 ? a : b).sluice.submit({
-          ...ref,
-          kind: 'charge',
-          input: { invoice: i, amount_cents: 100 + i },
-        }),
-      ),
-    );
-    const done = await Promise.all(refs.map((ref) => a.sluice.wait(ref)));
+    const done = await chargeAcross([a.sluice, b.sluice], 60, 3);
     expect(done.filter((op) => op.state !== 'succeeded')).toEqual([]);
     expect([provider.ledger().length, provider.doubleCharges()]).toEqual([60, []]);
     // After a pause, one more: only a wake-up can start it.
