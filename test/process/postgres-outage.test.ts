@@ -276,13 +276,11 @@ describe('PostgreSQL restarted mid-run', () => {
     }
 
     // Every accepted operation ends; nothing is waiting or running afterwards.
-    await until('every accepted operation terminal', async () => {
-      const [queued, running] = await Promise.all([
-        sluice.list({ state: 'queued', limit: 1 }),
-        sluice.list({ state: 'running', limit: 1 }),
-      ]);
-      return queued.operations.length === 0 && running.operations.length === 0;
-    });
+    // One read of the admission counters (kept in the same transactions as the states): two
+    // reads, one per state, could both miss an operation whose lease expired between them.
+    await until('every accepted operation terminal', async () =>
+      (await sluice.store.queueStats()).every((q) => q.waiting === 0 && q.running === 0),
+    );
 
     // --- No loss, no duplicate, one charge per operation; none for an id refused while down. ---
     const { outcomes } = await expectChargedOnce(
