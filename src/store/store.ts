@@ -21,6 +21,7 @@ import type {
   AttemptRow,
   BudgetCharge,
   BudgetUsage,
+  BudgetUsageParams,
   CancelAnswer,
   ClaimParams,
   ClaimResult,
@@ -172,7 +173,7 @@ export interface Store {
   retryBudgetTake(params: RetryBudgetParams): Promise<{ allowed: boolean }>;
   retryBudgetStats(params: { windowMs: number }): Promise<RetryBudgetStats>;
   /** Budget windows in use (spend reserved and committed, calls made), current and recent. */
-  budgetUsage(params: { prefix?: string; since: number }): Promise<BudgetUsage[]>;
+  budgetUsage(params: BudgetUsageParams): Promise<BudgetUsage[]>;
 
   /** Moves operations whose lease expired back to the queue, or parks them. */
   leaseRescue(params: RescueParams): Promise<RescuedOperation[]>;

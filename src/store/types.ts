@@ -249,6 +249,20 @@ export interface EffectBeginParams {
   maxCalls?: number;
 }
 
+/**
+ * Which budget windows to read. A key may name a tenant after its first `:tenant:` mark
+ * (`spend:<provider>:tenant:<tenant>`, `rate:<provider>:tenant:<tenant>`; admission/budgets.ts
+ * keeps the mark out of provider names, so the first mark ends the part before the tenant).
+ */
+export interface BudgetUsageParams {
+  /** Only keys that start with it. */
+  prefix?: string;
+  /** Windows that end after it (ms since the epoch): those in effect, or ended later. */
+  since: number;
+  /** Only keys naming this tenant: an index read, not a scan of every tenant's windows. */
+  tenant?: string;
+}
+
 export interface BudgetUsage {
   key: string;
   windowStart: number;

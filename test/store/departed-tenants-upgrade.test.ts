@@ -33,7 +33,9 @@ async function upgrade(
                                                              ('default', 'Gone2', 1)`);
   await run(`DELETE FROM ${migrations} WHERE version = 28`);
   await store.migrate();
-  expect(await store.migrationStatus()).toMatchObject({ applied: 28 });
+  // Version 28 ran again (what the rows say below), and the store is at this build's latest.
+  const status = await store.migrationStatus();
+  expect(status.applied).toBe(status.latest);
   return (await store.queueStats()).map((q) => `${q.class}/${q.tenant}`);
 }
 

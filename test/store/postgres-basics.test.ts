@@ -1293,6 +1293,13 @@ describe('budget windows', () => {
       expect(await read()).toHaveLength(2000);
       // By the end, about the 2,000 in effect; a scan, 48,000.
       expect((await rowsRead(store, schema, ['budgets'])) - before).toBeLessThan(4000);
+
+      // One tenant's, by the tenant its keys name: its 24 windows at most, not the 2,000 tenants'.
+      const mark = await rowsRead(store, schema, ['budgets']);
+      expect(await store.budgetUsage({ prefix: 'spend:', since: now, tenant: 'T7' })).toEqual([
+        expect.objectContaining({ key: 'spend:pay:tenant:T7', committed: 1 }),
+      ]);
+      expect((await rowsRead(store, schema, ['budgets'])) - mark).toBeLessThan(30);
     } finally {
       await admin.end();
     }

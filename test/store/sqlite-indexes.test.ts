@@ -1,10 +1,10 @@
 /**
  * SQLite's index of a tenant's operations by state holds only the settled states (migration 13):
  * a listing of a settled state reads it; an earlier file migrates to it and lists the same. And
- * budget windows are read by their end (migration 26).
+ * budget windows are read by their end (migration 26), or by the tenant they name (29).
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { USAGE_SQL } from '../../src/store/sqlite/budgets.js';
+import { TENANT_USAGE_SQL, USAGE_SQL } from '../../src/store/sqlite/budgets.js';
 import type { SqliteStore } from '../../src/store/sqlite/index.js';
 import { listParams, listSql } from '../../src/store/sqlite/list.js';
 import { BOOM, claim, leaseOf, submitParams } from '../conformance/fixtures.js';
@@ -85,7 +85,7 @@ describe('the SQLite index of settled operations by tenant', () => {
   });
 });
 
-describe('the SQLite index of budget windows by their end', () => {
+describe('the SQLite indexes of budget windows', () => {
   let fixture: SqliteFixture;
   beforeEach(async () => {
     fixture = await sqliteFixture();
@@ -101,5 +101,15 @@ describe('the SQLite index of budget windows by their end', () => {
       }>
     ).map((r) => r.detail);
     expect(detail.join('; ')).toMatch(/USING INDEX budgets_end/);
+  });
+
+  it("of one tenant are read by the tenant their keys name, not every tenant's", () => {
+    const detail = (
+      fixture.store.context.db
+        .prepare(`EXPLAIN QUERY PLAN ${TENANT_USAGE_SQL}`)
+        .all('North', 0, 'spend:', 'spend;') as Array<{ detail: string }>
+    ).map((r) => r.detail);
+    // The tenant is the index's first column, so the read is a search by it, not a scan.
+    expect(detail.join('; ')).toMatch(/SEARCH budgets USING INDEX budgets_tenant \(<expr>=\?/);
   });
 });

@@ -20,7 +20,7 @@ export function tenantsCommand(program: Command): void {
       await withSluice(opts, async (sluice) => {
         const now = await sluice.store.now();
         const queues = await sluice.store.queueStats({ tenant });
-        const spend = (await sluice.store.budgetUsage({ prefix: 'spend:', since: now })).filter(
+        const spend = (await sluice.store.budgetUsage({ prefix: 'spend:', since: now, tenant })).filter(
           (b) => tenant === undefined || spendKeyParts(b.key)?.tenant === tenant,
         );
         if (opts.json) {

@@ -30,12 +30,12 @@ export interface TenantUsage {
 export async function tenantUsage(sluice: Sluice, tenant: string): Promise<TenantUsage> {
   const store = sluice.store;
   const [stats, now] = await Promise.all([store.queueStats({ tenant }), store.now()]);
-  const usage = await store.budgetUsage({ prefix: SPEND_PREFIX, since: now });
+  const usage = await store.budgetUsage({ prefix: SPEND_PREFIX, since: now, tenant });
   return {
     tenant,
     classes: stats.map((s) => ({ class: s.class, running: s.running, waiting: s.waiting })),
-    // The key is parsed, not matched by its end: a tenant `x:tenant:north` has keys that end as
-    // north's would.
+    // The store reads the tenant's keys by the tenant they name; parsed again here, so that a
+    // tenant `x:tenant:north`, whose keys end as north's would, is never read as north.
     budgets: usage.flatMap((u) => {
       const parts = spendKeyParts(u.key);
       if (parts?.tenant !== tenant) return [];

@@ -6,7 +6,7 @@
  * (`budget_settle`); this module turns charges into that function's arguments and reads usage.
  */
 import { InvalidArgument } from '../../core/errors/index.js';
-import type { BudgetCharge, BudgetUsage } from '../types.js';
+import type { BudgetCharge, BudgetUsage, BudgetUsageParams } from '../types.js';
 import type { PgContext } from './connection.js';
 import { num } from './rows.js';
 
@@ -37,12 +37,19 @@ export function chargeArrays(charges: { spend?: BudgetCharge[]; rates?: BudgetCh
   ];
 }
 
-/** Budget windows still open at `since` (or ended after it), optionally under a key prefix. */
+/**
+ * Budget windows still open at `since` (or ended after it), optionally under a key prefix, and
+ * optionally of one tenant: by the tenant its keys name (migration 29, whose expression and
+ * condition the statement repeats so that the planner matches them).
+ */
 export async function budgetUsage(
   ctx: PgContext,
-  prefix: string | undefined,
-  since: number,
+  { prefix, since, tenant }: BudgetUsageParams,
 ): Promise<BudgetUsage[]> {
+  const ofTenant =
+    tenant === undefined
+      ? ''
+      : `AND strpos(key, ':tenant:') > 0 AND substr(key, strpos(key, ':tenant:') + 8) = $3`;
   // By the windows' end (migration 26), planned on each run: the table starts empty, and a plan
   // cached then would scan it for ever after.
   const rows = await ctx.queryEach<{
@@ -53,9 +60,9 @@ export async function budgetUsage(
     committed: string;
   }>(
     `SELECT key, window_start, window_ms, reserved, committed FROM {s}.budgets
-      WHERE window_start + window_ms > $1 AND starts_with(key, $2)
+      WHERE window_start + window_ms > $1 AND starts_with(key, $2) ${ofTenant}
       ORDER BY key, window_start`,
-    [Math.round(since), prefix ?? ''],
+    tenant === undefined ? [Math.round(since), prefix ?? ''] : [Math.round(since), prefix ?? '', tenant],
   );
   return rows.map((r) => ({
     key: r.key,

@@ -191,7 +191,7 @@ export function postgresStore(options: PostgresOptions): PostgresStore {
     operationReconcile: (p) => reconcile(ctx, p),
     retryBudgetTake: (p) => retryBudgetTake(ctx, p),
     retryBudgetStats: ({ windowMs }) => retryBudgetStats(ctx, windowMs),
-    budgetUsage: ({ prefix, since }) => budgetUsage(ctx, prefix, since),
+    budgetUsage: (params) => budgetUsage(ctx, params),
     leaseRescue: (p) => rescue(ctx, p),
     retentionPurge: (p) => purge(ctx, p),
     async subscribe(onClass, subscribeOptions) {

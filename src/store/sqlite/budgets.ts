@@ -11,7 +11,7 @@
  * committed at once: a request sent is a request made.
  */
 import { BudgetExhausted, OperationLimitExceeded } from '../../core/errors/index.js';
-import type { BudgetCharge, BudgetUsage } from '../types.js';
+import type { BudgetCharge, BudgetUsage, BudgetUsageParams } from '../types.js';
 import type { SqliteContext } from './connection.js';
 import { OF_OP } from './rows.js';
 
@@ -98,9 +98,22 @@ export function checkCallLimit(id: string, made: number, maxCalls: number | unde
 export const USAGE_SQL = `SELECT key, window_start, window_ms, reserved, committed FROM budgets INDEXED BY budgets_end
   WHERE window_start + window_ms > ? AND key >= ? AND key < ? ORDER BY key, window_start`;
 
-export function budgetUsage(ctx: SqliteContext, prefix: string | undefined, since: number): BudgetUsage[] {
+/**
+ * One tenant's windows in effect, by the tenant its keys name (migration 29). The index's
+ * expression and its condition are repeated as written there: SQLite matches them by their text.
+ */
+export const TENANT_USAGE_SQL = `SELECT key, window_start, window_ms, reserved, committed FROM budgets INDEXED BY budgets_tenant
+  WHERE instr(key, ':tenant:') > 0 AND substr(key, instr(key, ':tenant:') + 8) = ?
+    AND window_start + window_ms > ? AND key >= ? AND key < ? ORDER BY key, window_start`;
+
+export function budgetUsage(ctx: SqliteContext, { prefix, since, tenant }: BudgetUsageParams): BudgetUsage[] {
+  const range = [prefix ?? '', prefix ? `${prefix}\uffff` : '\uffff'];
+  const rows =
+    tenant === undefined
+      ? ctx.stmt(USAGE_SQL).all(since, ...range)
+      : ctx.stmt(TENANT_USAGE_SQL).all(tenant, since, ...range);
   return (
-    ctx.stmt(USAGE_SQL).all(since, prefix ?? '', prefix ? `${prefix}\uffff` : '\uffff') as Array<{
+    rows as Array<{
       key: string;
       window_start: number;
       window_ms: number;

@@ -204,7 +204,7 @@ export function sqliteStore(options: SqliteOptions): SqliteStore {
     operationReconcile: (p) => resolve(() => reconcile(ctx, p)),
     retryBudgetTake: (p) => resolve(() => retryBudgetTake(ctx, p)),
     retryBudgetStats: ({ windowMs }) => resolve(() => ctx.read(() => retryBudgetStats(ctx, windowMs))),
-    budgetUsage: ({ prefix, since }) => resolve(() => ctx.read(() => budgetUsage(ctx, prefix, since))),
+    budgetUsage: (params) => resolve(() => ctx.read(() => budgetUsage(ctx, params))),
     leaseRescue: (p) => resolve(() => rescue(ctx, p)),
     retentionPurge: (p) => resolve(() => purge(ctx, p)),
   };

@@ -363,6 +363,52 @@ export function admissionCases(t: CaseRegistry): void {
       });
       expect(await usage(fx, 'spend:pay:tenant:North')).toMatchObject({ reserved: 0, committed: 1000 });
     });
+
+    g.test("a tenant's windows are those its keys name after their first tenant mark", async (fx) => {
+      const { store, clock } = fx;
+      // Tenants are any visible ASCII: one contains the mark and ends as North's keys do, one
+      // starts as North does.
+      const tenants = ['North', 'x:tenant:North', 'Northern'];
+      const charges: BudgetCharge[] = tenants.flatMap((t) => [
+        { key: `spend:pay:tenant:${t}`, limit: 10_000, windowMs: HOUR, cost: 10 },
+        { key: `spend:mail:tenant:${t}`, limit: 10_000, windowMs: HOUR, cost: 20 },
+      ]);
+      charges.push({ key: 'spend:pay:*', limit: 100_000, windowMs: HOUR, cost: 30 });
+      const rates: BudgetCharge[] = [{ key: 'rate:pay:tenant:North', limit: 5, windowMs: 1000, cost: 1 }];
+      await submitCreated(store);
+      const lease = leaseOf(await claimOne(store));
+      await store.effectBegin({ lease, name: 'charge', key: 'k', spend: charges, rates });
+      const keys = async (tenant: string, prefix?: string) =>
+        (await store.budgetUsage({ prefix, since: clock.now(), tenant })).map((u) => u.key);
+
+      expect(await keys('North')).toEqual([
+        'rate:pay:tenant:North',
+        'spend:mail:tenant:North',
+        'spend:pay:tenant:North',
+      ]);
+      expect(await keys('North', 'spend:')).toEqual(['spend:mail:tenant:North', 'spend:pay:tenant:North']);
+      expect(await keys('x:tenant:North')).toEqual([
+        'spend:mail:tenant:x:tenant:North',
+        'spend:pay:tenant:x:tenant:North',
+      ]);
+      expect(await keys('Northern', 'spend:pay:')).toEqual(['spend:pay:tenant:Northern']);
+      expect(await keys('tenant:North')).toEqual([]);
+      expect(await keys('*')).toEqual([]); // the all-tenants window names none
+      expect(
+        await store.budgetUsage({ prefix: 'spend:pay:tenant:North', since: clock.now(), tenant: 'North' }),
+      ).toEqual([
+        {
+          key: 'spend:pay:tenant:North',
+          windowStart: clock.now() - (clock.now() % HOUR),
+          windowMs: HOUR,
+          reserved: 10,
+          committed: 0,
+        },
+      ]);
+      // A window that ended is not in effect.
+      clock.advance(1000 - (clock.now() % 1000) + 1);
+      expect(await keys('North')).toEqual(['spend:mail:tenant:North', 'spend:pay:tenant:North']);
+    });
   });
 
   t.group('call-rate caps and request caps', (g) => {

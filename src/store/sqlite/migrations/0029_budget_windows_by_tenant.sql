@@ -1,0 +1,7 @@
+-- Version 29. Budget windows by the tenant their key names (after its first `:tenant:`), then by
+-- their end. A tenant's usage read every tenant's windows in effect and kept its own: with 10,000
+-- tenants each holding a spend window, 12–46 ms of the event loop per read; by this index, one
+-- tenant's rows. Only keys that name a tenant are in it.
+-- Older builds: compatible.
+CREATE INDEX budgets_tenant ON budgets (substr(key, instr(key, ':tenant:') + 8), window_start + window_ms)
+  WHERE instr(key, ':tenant:') > 0;
