@@ -11,17 +11,29 @@
  * still waiting for its provider (`Promise.all` rejects at the first error) would otherwise write
  * its end with that effect `pending`: an operation parked for reconciliation, or retried, over a
  * call that may be about to succeed. Waiting, the end carries what the provider answered.
+ *
+ * Once the handler has returned or thrown, no new effect starts (`close`): what the end waits
+ * for is then all there is. A callback the handler left behind (a timer) that started one while
+ * the end waited would send a request nobody waited for, and leave it `pending` under an
+ * operation already ended, or resent by the next attempt while still out.
  */
+import { AttemptEnded } from '../core/errors/index.js';
+
 export class InflightEffects {
   /** Made by the first effect: most attempts of a plain kind run none. */
   #running: Map<string, Promise<unknown>> | undefined;
+  #closed = false;
 
-  /** Runs the effect `name`, or joins the run of it already under way in this attempt. */
+  /**
+   * Runs the effect `name`, or joins the run of it already under way in this attempt; after
+   * `close`, a new one is refused with `AttemptEnded` before anything is written or sent.
+   */
   run<T>(name: string, start: () => Promise<T>): Promise<T> {
     if (!this.#running) this.#running = new Map();
     const running = this.#running;
     const under = running.get(name);
     if (under) return under as Promise<T>;
+    if (this.#closed) return Promise.reject(new AttemptEnded());
     const run = start();
     running.set(name, run);
     const settled = () => {
@@ -29,6 +41,11 @@ export class InflightEffects {
     };
     run.then(settled, settled);
     return run;
+  }
+
+  /** The handler has settled: from now on, no new effect starts. */
+  close(): void {
+    this.#closed = true;
   }
 
   /** How many effects are under way. */

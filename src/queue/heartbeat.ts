@@ -5,6 +5,12 @@
  * taken by another worker) aborts its handler; so does a cancel request. If the store cannot be
  * reached for longer than a lease lasts, the worker must assume the lease is gone and aborts too:
  * it cannot prove it still owns the operation.
+ *
+ * That last rule is kept by the clock, not by the store's answers: every interval checks each
+ * lease's last confirmation first, whether or not a beat is still out. A beat whose call never
+ * comes back (a connection the network dropped without a reset hangs until the kernel gives up,
+ * about 15 minutes) would otherwise let the handler run on past its lease, beside the worker the
+ * operation was handed to next.
  */
 import type { Logger } from 'pino';
 import type { Store } from '../store/store.js';
@@ -46,14 +52,42 @@ export class Heartbeat {
 
   start(): void {
     if (this.timer) return;
-    this.timer = setInterval(() => void this.tick(), this.intervalMs);
+    this.timer = setInterval(() => {
+      this.expire();
+      void this.tick();
+    }, this.intervalMs);
     this.timer.unref();
   }
 
+  /**
+   * Stops beating. A beat still out is waited for one interval at most: one whose call hangs
+   * must not hold the worker's shutdown with it (its answer, if it comes, finds no attempt left).
+   */
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
-    await this.ticking;
+    const ticking = this.ticking;
+    if (!ticking) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      ticking,
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, this.intervalMs))),
+    ]);
+    clearTimeout(timer);
+  }
+
+  /** Gives up every lease not confirmed for as long as it lasts. */
+  expire(now = performance.now()): void {
+    for (const w of this.watches.values()) {
+      if (now - w.confirmedAt >= w.leaseMs) {
+        this.log.warn(
+          { tenant: w.lease.tenant, operation: w.lease.id, unconfirmedMs: Math.round(now - w.confirmedAt) },
+          'lease not confirmed for as long as it lasts; its attempt is stopped',
+        );
+        this.unwatch(w.lease);
+        w.onLost();
+      }
+    }
   }
 
   /** Extends every watched lease now. Exposed for tests and for shutdown. */
@@ -88,12 +122,7 @@ export class Heartbeat {
         });
       } catch (error) {
         this.log.warn({ err: error }, 'heartbeat failed; leases not extended');
-        for (const w of group) {
-          if (performance.now() - w.confirmedAt >= w.leaseMs) {
-            this.unwatch(w.lease);
-            w.onLost();
-          }
-        }
+        this.expire();
       }
     }
   }

@@ -426,6 +426,7 @@ async function execute(
   try {
     const input = await validateInput(kind, row.input);
     const result = await untilAbortedPlusGrace(Promise.resolve(kind.run(input, ctx)), stop, env.abortGraceMs);
+    effects.close();
     // Checked here, not in the function: an attempt without effects pays no promise for it.
     if (effects.size > 0 && !crashed) await effectsSettled();
     checkAlive();
@@ -444,6 +445,7 @@ async function execute(
     assertResultSize(value, jsonBound, kind.limits.maxResultBytes);
     return { outcome: 'succeeded', result: value };
   } catch (error) {
+    effects.close();
     if (effects.size > 0 && !crashed && !isSimulatedCrash(error)) await effectsSettled();
     if (isSimulatedCrash(error) || crashed) {
       crashed = true;

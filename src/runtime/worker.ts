@@ -87,6 +87,9 @@ export interface WorkerOptions {
   id?: string;
 }
 
+/** How long a claim holds an operation unless a heartbeat extends it. */
+export const DEFAULT_LEASE_MS = 30_000;
+
 /** Slots one class may have in one process. */
 export const MAX_SLOTS = 10_000;
 
@@ -103,6 +106,12 @@ export function checkWorkerOptions(o: WorkerOptions): void {
   }
   period('leaseMs', o.leaseMs);
   period('heartbeatMs', o.heartbeatMs);
+  // A beat as long as the lease lets every lease run out before it is extended; the heartbeat
+  // then stops each attempt that outlasts one beat (queue/heartbeat.ts).
+  if (o.heartbeatMs !== undefined && o.heartbeatMs >= (o.leaseMs ?? DEFAULT_LEASE_MS))
+    throw new InvalidArgument(
+      `heartbeatMs (${o.heartbeatMs}) must be shorter than leaseMs (${o.leaseMs ?? DEFAULT_LEASE_MS})`,
+    );
   period('pollIntervalMs', o.pollIntervalMs);
   if (o.rescueIntervalMs !== false) period('rescueIntervalMs', o.rescueIntervalMs);
   if (o.purgeIntervalMs !== false) period('purgeIntervalMs', o.purgeIntervalMs);
@@ -177,7 +186,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     checkWorkerOptions(options);
     this.id = options.id ?? `${hostname()}/${process.pid}/${randomBytes(3).toString('hex')}`;
     this.log = env.log.child({ worker: this.id });
-    this.leaseMs = options.leaseMs ?? 30_000;
+    this.leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
     this.pollIntervalMs = options.pollIntervalMs ?? 500;
     this.slots = new Map();
     for (const kind of env.kinds.values()) this.slots.set(kind.class, options.defaultSlots ?? 32);

@@ -164,7 +164,7 @@ describe('cancellation', () => {
     h = await harness();
     const gate = new Gate();
     h.sluice.define('job', { input: z.object({}), run: (_i, ctx) => gate.wait(ctx.signal) });
-    const worker = h.worker({ heartbeatMs: 60_000 });
+    const worker = h.worker({ leaseMs: 120_000, heartbeatMs: 60_000 });
     worker.start();
     await h.sluice.submit({ tenant: 'North', id: 'A', kind: 'job', input: {} });
     await gate.arrived;

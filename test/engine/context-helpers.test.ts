@@ -198,7 +198,7 @@ describe('ctx.exec', () => {
       { maxAttempts: 2 },
     );
     // One slot: the rescued operation cannot run again until this attempt has ended.
-    const worker = h.worker({ leaseMs: 1000, heartbeatMs: 60_000, slots: { default: 1 } });
+    const worker = h.worker({ leaseMs: 120_000, heartbeatMs: 60_000, slots: { default: 1 } });
     worker.start();
     await submit('C1');
     const report = await reports.next();
@@ -215,7 +215,7 @@ describe('ctx.exec', () => {
       expect(isWorkerShutdown(reason)).toBe(true);
     } else {
       // The worker is "paused" past its lease: a rescuer hands the operation to someone else.
-      clock.advance(1001);
+      clock.advance(120_001);
       const abandoned = new Promise((resolve) => worker.once('attempt', (e) => resolve(e.report.outcome)));
       expect(await h.sluice.rescueExpiredLeases()).toBe(1);
       await worker.heartbeatNow();

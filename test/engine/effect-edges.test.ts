@@ -398,7 +398,7 @@ describe('effects at the edges of a handler', () => {
       clock.advance(60_000);
       await h.store.leaseRescue({ maxLeaseExpiries: 3, limit: 10 });
     });
-    h.worker({ leaseMs: 30_000, heartbeatMs: 3_600_000 }).start();
+    h.worker({ leaseMs: 30_000, heartbeatMs: 29_999 }).start();
     await h.sluice.submit({ ...ref('taken'), kind: 'job', input: {} });
     const done = await h.sluice.wait(ref('taken'));
     expect([done.state, done.attempt]).toEqual(['succeeded', 2]);

@@ -85,12 +85,12 @@ describe('resources are released on every exit path', () => {
         });
       },
     });
-    const worker = h.worker({ leaseMs: 1000, heartbeatMs: 60_000 });
+    const worker = h.worker({ leaseMs: 120_000, heartbeatMs: 60_000 });
     worker.start();
     await h.sluice.submit({ tenant: 'North', id: 'L1', kind: 'job', input: {} });
     await gate.arrived;
     // The worker is "paused" past its lease: another rescuer returns the operation to the queue.
-    clock.advance(1001);
+    clock.advance(120_001);
     const abandoned = new Promise((resolve) => worker.once('attempt', (e) => resolve(e.report.outcome)));
     expect(await h.sluice.rescueExpiredLeases()).toBe(1);
     await worker.heartbeatNow();

@@ -1,0 +1,106 @@
+/**
+ * What an attempt may still do once it can no longer prove it owns its operation, or once its
+ * handler has settled: a lease whose heartbeat never answers stops the handler by the clock, and
+ * an effect started by a callback the handler left behind is refused, not sent.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
+import { z } from 'zod';
+import { isLeaseLost, sqliteStore } from '../../src/index.js';
+import type { Store } from '../../src/store/store.js';
+import { type Harness, harness } from '../helpers/engine.js';
+import { Gate } from '../helpers/gate.js';
+
+const codeOf = (error: unknown) => (error as { code?: string }).code;
+
+describe('an attempt past what it can prove', () => {
+  let h: Harness;
+  afterEach(async () => h?.close());
+
+  it('stops its handler when no heartbeat answers for a lease, and does not hold the shutdown', async () => {
+    // The store stops answering heartbeats: the call neither succeeds nor fails, as on a
+    // connection the network dropped without a reset.
+    let hung = 0;
+    const wrap = (store: Store): Store =>
+      new Proxy(store, {
+        get(target, property, receiver) {
+          if (property === 'leaseExtendMany')
+            return () => {
+              hung++;
+              return new Promise(() => {});
+            };
+          return Reflect.get(target, property, receiver);
+        },
+      });
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-test-'));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    h = await harness({ dir, store: wrap(sqliteStore({ path: join(dir, 'sluice.db') })) });
+    const gate = new Gate();
+    const stopped = new Promise<unknown>((resolve) => {
+      h.sluice.define('job', {
+        input: z.object({}),
+        limits: { attemptTimeoutMs: 600_000 },
+        run: (_i, ctx) => gate.wait(ctx.signal).catch((e) => resolve(e)),
+      });
+    });
+    const worker = h.worker({ leaseMs: 300, heartbeatMs: 100 });
+    worker.start();
+    await h.sluice.submit({ tenant: 'North', id: 'A', kind: 'job', input: {} });
+    await gate.arrived;
+    const reason = await stopped;
+    expect(isLeaseLost(reason)).toBe(true);
+    expect(hung).toBeGreaterThan(0);
+    // The beat still out does not hold the worker's stop.
+    await worker.stop({ graceMs: 0 });
+    expect(worker.running).toBe(0);
+  });
+
+  it("refuses an effect a leftover callback starts while the end waits for the handler's last one", async () => {
+    h = await harness();
+    const slow = new Gate();
+    const returned = new Gate();
+    const sent: string[] = [];
+    let late: (() => Promise<unknown>) | undefined;
+    h.sluice.define('job', {
+      input: z.object({}),
+      run(_i, ctx) {
+        // Not awaited: the end waits for it.
+        void ctx.effect('a', {
+          call: async () => {
+            sent.push('a');
+            await slow.wait();
+            return 'a';
+          },
+        });
+        late = () =>
+          ctx.effect('b', {
+            call: async () => {
+              sent.push('b');
+              return 'b';
+            },
+          });
+        void returned.wait();
+        return 'done';
+      },
+    });
+    h.worker().start();
+    await h.sluice.submit({ tenant: 'North', id: 'A', kind: 'job', input: {} });
+    await returned.arrived;
+    // The handler's promise settles, then the end starts waiting for `a`: both in microtasks,
+    // all run before the next turn of the event loop.
+    await new Promise((resolve) => setImmediate(resolve));
+    const refused = await late!().then(
+      () => 'sent',
+      (e) => codeOf(e),
+    );
+    expect(refused).toBe('attempt-ended');
+    slow.open();
+    const op = await h.sluice.wait({ tenant: 'North', id: 'A' });
+    expect(op.state).toBe('succeeded');
+    expect(sent).toEqual(['a']);
+    const full = await h.sluice.get({ tenant: 'North', id: 'A' }, { include: ['effects'] });
+    expect(full?.effects?.map((e) => [e.name, e.state])).toEqual([['a', 'committed']]);
+  });
+});
