@@ -11,7 +11,7 @@ import { type ProviderBudgets, validateBudgets } from './admission/budgets.js';
 import { Admission, type AdmissionConfig } from './admission/limits.js';
 import { RetryAfterEstimator } from './admission/retry-after.js';
 import { DEFAULT_RETRY_BUDGET, type RetryBudgetConfig } from './admission/retry-budget.js';
-import { bounded, MAX_REQUEST_MS, MAX_TIMER_MS } from './core/bounds.js';
+import { bounded, MAX_DURATION_MS, MAX_REQUEST_MS, MAX_TIMER_MS } from './core/bounds.js';
 import { assertPlainJson, canonicalJson, digestOfCanonical } from './core/digest.js';
 import {
   CancelRequested,
@@ -644,13 +644,20 @@ export class Sluice {
   }
 }
 
+const MAX_RETRY_RATIO = 1_000_000;
+/** The largest count the stores keep as a 32-bit integer, as admission's caps. */
+const MAX_CAP = 2 ** 31 - 1;
+
 /** The retention policy with its defaults; a tombstone outlives the operation it replaces. */
 function retentionOf(given: Partial<RetentionPolicy> | undefined): RetentionPolicy {
+  // At most 100 years, as every duration the stores add to a time (core/bounds.ts).
   const terminalMs = bounded('retention.terminalMs', given?.terminalMs, DEFAULT_RETENTION.terminalMs, {
     min: 0,
+    max: MAX_DURATION_MS,
   });
   const tombstoneMs = bounded('retention.tombstoneMs', given?.tombstoneMs, DEFAULT_RETENTION.tombstoneMs, {
     min: 0,
+    max: MAX_DURATION_MS,
   });
   // Both count from the operation's end: a shorter tombstone would free the id when it is purged.
   if (tombstoneMs < terminalMs)
@@ -660,17 +667,26 @@ function retentionOf(given: Partial<RetentionPolicy> | undefined): RetentionPoli
 
 function retryBudgetOf(given: Partial<RetryBudgetConfig> | undefined): RetryBudgetConfig {
   const d = DEFAULT_RETRY_BUDGET;
-  const windowMs = bounded('retryBudget.windowMs', given?.windowMs, d.windowMs, { min: 1, integer: true });
+  const windowMs = bounded('retryBudget.windowMs', given?.windowMs, d.windowMs, {
+    min: 1,
+    max: MAX_DURATION_MS,
+    integer: true,
+  });
   return {
-    ratio: bounded('retryBudget.ratio', given?.ratio, d.ratio, { min: 0 }),
-    floor: bounded('retryBudget.floor', given?.floor, d.floor, { min: 0, integer: true }),
+    // A retry per first attempt a million times over is no budget; beyond, a typo.
+    ratio: bounded('retryBudget.ratio', given?.ratio, d.ratio, { min: 0, max: MAX_RETRY_RATIO }),
+    floor: bounded('retryBudget.floor', given?.floor, d.floor, { min: 0, max: MAX_CAP, integer: true }),
     windowMs,
     bucketMs: bounded('retryBudget.bucketMs', given?.bucketMs, d.bucketMs, {
       min: 1,
       max: windowMs,
       integer: true,
     }),
-    deferMaxMs: bounded('retryBudget.deferMaxMs', given?.deferMaxMs, d.deferMaxMs, { min: 0, integer: true }),
+    deferMaxMs: bounded('retryBudget.deferMaxMs', given?.deferMaxMs, d.deferMaxMs, {
+      min: 0,
+      max: MAX_DURATION_MS,
+      integer: true,
+    }),
   };
 }
 

@@ -18,7 +18,7 @@
  * // in a handler: ctx.effect('charge', { provider: 'payments', cost: input.amount_cents, call })
  * ```
  */
-import { bounded, MAX_DURATION_MS } from '../core/bounds.js';
+import { bounded, knownKeys, MAX_DURATION_MS } from '../core/bounds.js';
 import { InvalidArgument, Permanent } from '../core/errors/index.js';
 import type { BudgetCharge } from '../store/types.js';
 
@@ -57,8 +57,18 @@ const NONE: EffectCharges = { spend: [], rates: [], onExhausted: 'wait' };
 const checkLimit = (where: string, limit: number) =>
   bounded(where, limit, 0, { min: 0, max: Number.MAX_SAFE_INTEGER, integer: true });
 
-function checkWindow(where: string, w: BudgetWindow | undefined): void {
-  if (!w) return;
+const WINDOW_KEYS = ['limit', 'windowMs'] as const satisfies ReadonlyArray<keyof BudgetWindow>;
+const BUDGET_KEYS = [
+  'perTenant',
+  'global',
+  'rate',
+  'ratePerTenant',
+  'onExhausted',
+] as const satisfies ReadonlyArray<keyof ProviderBudget>;
+
+function checkWindow(where: string, w: BudgetWindow | undefined, overrides = false): void {
+  if (w === undefined) return;
+  knownKeys(where, w, overrides ? [...WINDOW_KEYS, 'tenants'] : WINDOW_KEYS);
   // Both are required: a missing one is refused as NaN would be.
   checkLimit(`${where}.limit`, w.limit ?? Number.NaN);
   bounded(`${where}.windowMs`, w.windowMs ?? Number.NaN, 0, { min: 1, max: MAX_DURATION_MS, integer: true });
@@ -84,19 +94,34 @@ export function spendKeyParts(key: string): { provider: string; tenant: string }
   return undefined;
 }
 
+/**
+ * A provider's name, as it appears in its budget keys: no `:`, so that the first `:` after a
+ * key's prefix always ends the name. (With `:` allowed, provider `p:tenant`'s all-tenants key
+ * `spend:p:tenant:*` was provider `p`'s key for a tenant named `*`.)
+ */
+const PROVIDER_NAME = /^[A-Za-z0-9_.-]{1,100}$/;
+
+/** Every provider's budgets well-formed, or `InvalidArgument` naming the first thing that is not. */
 export function validateBudgets(budgets: ProviderBudgets): void {
+  knownKeys('providers', budgets, Object.keys(budgets));
   for (const [name, b] of Object.entries(budgets)) {
-    if (name.includes(TENANT_MARK)) {
-      throw new InvalidArgument(`providers.${name}: a provider name may not contain ${TENANT_MARK}`);
+    if (!PROVIDER_NAME.test(name)) {
+      throw new InvalidArgument(`providers.${name}: a provider name must match ${PROVIDER_NAME}`);
     }
-    checkWindow(`providers.${name}.perTenant`, b.perTenant);
+    knownKeys(`providers.${name}`, b, BUDGET_KEYS);
+    checkWindow(`providers.${name}.perTenant`, b.perTenant, true);
     checkWindow(`providers.${name}.global`, b.global);
     checkWindow(`providers.${name}.rate`, b.rate);
-    checkWindow(`providers.${name}.ratePerTenant`, b.ratePerTenant);
+    checkWindow(`providers.${name}.ratePerTenant`, b.ratePerTenant, true);
     for (const [tenant, limit] of Object.entries(b.ratePerTenant?.tenants ?? {}))
       checkLimit(`providers.${name}.ratePerTenant.tenants.${tenant}`, limit);
     for (const [tenant, limit] of Object.entries(b.perTenant?.tenants ?? {}))
       checkLimit(`providers.${name}.perTenant.tenants.${tenant}`, limit);
+    if (b.onExhausted !== undefined && b.onExhausted !== 'wait' && b.onExhausted !== 'fail') {
+      throw new InvalidArgument(
+        `providers.${name}.onExhausted must be 'wait' or 'fail', not ${JSON.stringify(b.onExhausted)}`,
+      );
+    }
   }
 }
 

@@ -7,7 +7,7 @@
  * Resolution for (class, tenant), most specific first:
  *   tenants[tenant][class] → tenants[tenant]['*'] → classes[class].tenant → DEFAULT_TENANT_LIMITS
  */
-import { bounded } from '../core/bounds.js';
+import { bounded, knownKeys } from '../core/bounds.js';
 import { InvalidArgument } from '../core/errors/index.js';
 
 export interface TenantLimits {
@@ -55,8 +55,14 @@ function checkCap(where: string, value: number | null | undefined): void {
   if (value !== null) bounded(where, value, 0, { min: 0, max: MAX_CAP, integer: true });
 }
 
+const LIMIT_KEYS = ['maxRunning', 'maxWaiting', 'weight'] as const satisfies ReadonlyArray<
+  keyof TenantLimits
+>;
+const CLASS_KEYS = ['maxQueued', 'tenant'] as const satisfies ReadonlyArray<keyof ClassConfig>;
+
 function checkLimits(where: string, l: TenantLimits | undefined): void {
-  if (!l) return;
+  if (l === undefined) return;
+  knownKeys(where, l, LIMIT_KEYS);
   checkCap(`${where}.maxRunning`, l.maxRunning);
   checkCap(`${where}.maxWaiting`, l.maxWaiting);
   if (l.weight !== undefined && !(Number.isFinite(l.weight) && l.weight > 0)) {
@@ -64,13 +70,18 @@ function checkLimits(where: string, l: TenantLimits | undefined): void {
   }
 }
 
-/** Every class's and tenant's limits in range, or `InvalidArgument` naming the first that is not. */
+/**
+ * Every class's and tenant's limits in range and spelled as known, or `InvalidArgument` naming
+ * the first that is not: a misspelled cap left unread would leave the tenant uncapped.
+ */
 export function validateAdmission(config: AdmissionConfig): void {
   for (const [cls, c] of Object.entries(config.classes ?? {})) {
+    knownKeys(`classes.${cls}`, c, CLASS_KEYS);
     checkCap(`classes.${cls}.maxQueued`, c.maxQueued);
     checkLimits(`classes.${cls}.tenant`, c.tenant);
   }
   for (const [tenant, t] of Object.entries(config.tenants ?? {})) {
+    knownKeys(`tenants.${tenant}`, t, Object.keys(t));
     for (const [cls, l] of Object.entries(t)) checkLimits(`tenants.${tenant}.${cls}`, l);
   }
 }

@@ -47,3 +47,19 @@ export function bounded(name: string, value: number | undefined, fallback: numbe
 }
 
 const n = (x: number) => x.toLocaleString('en-US');
+
+/**
+ * `value` is an object whose keys are all in `known`, or `InvalidArgument` naming the first that
+ * is not. A misspelled limit left unread would switch that limit off without a word.
+ */
+export function knownKeys(name: string, value: unknown, known: readonly string[]): void {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new InvalidArgument(`${name} must be an object, not ${JSON.stringify(value) ?? String(value)}`);
+  }
+  const unknown = Object.keys(value).filter((k) => !known.includes(k));
+  if (unknown.length > 0) {
+    throw new InvalidArgument(
+      `${name}: unknown ${unknown.length === 1 ? 'key' : 'keys'} ${unknown.join(', ')} (known: ${known.join(', ')})`,
+    );
+  }
+}

@@ -18,6 +18,7 @@
 import Fastify, { type FastifyInstance, type FastifyRequest, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import { bounded } from '../core/bounds.js';
+import { InvalidArgument } from '../core/errors/index.js';
 import { createMetrics, type Metrics } from '../observability/metrics.js';
 import { DEFAULT_LIMITS } from '../runtime/kinds.js';
 import type { Worker } from '../runtime/worker.js';
@@ -97,6 +98,11 @@ export function defaultBodyLimit(sluice: Sluice): number {
  */
 export async function buildServer(options: ServerOptions): Promise<FastifyInstance> {
   const { sluice } = options;
+  // Checked, not passed through: a route's auth mode the hook below does not know would let any
+  // key read the metrics, whose gauges name tenants and their spend.
+  const metricsAuth = options.metricsAuth ?? 'none';
+  if (metricsAuth !== 'none' && metricsAuth !== 'admin')
+    throw new InvalidArgument(`metricsAuth must be 'none' or 'admin', not ${JSON.stringify(metricsAuth)}`);
   const keys = new KeyRing(options.auth);
   const accepting = options.accepting ?? (() => true);
   const metrics = options.metrics ?? createMetrics();
@@ -197,7 +203,8 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     if (mode === 'tenant' && principal.kind !== 'tenant') {
       throw new ApiError('forbidden', 'this route needs a tenant key');
     }
-    if (mode === 'admin' && principal.kind !== 'admin') {
+    // Any other mode than `any` asks for an admin key: a mode this hook does not know fails closed.
+    if (mode !== 'tenant' && mode !== 'any' && principal.kind !== 'admin') {
       throw new ApiError('forbidden', 'this route needs an admin key');
     }
     request.principal = principal;
@@ -262,7 +269,7 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     operationRoutes(app, { sluice, accepting });
     adminRoutes(app, { sluice });
     tenantRoutes(app, { sluice });
-    serviceRoutes(app, { sluice, metrics, accepting, routes, metricsAuth: options.metricsAuth ?? 'none' });
+    serviceRoutes(app, { sluice, metrics, accepting, routes, metricsAuth });
     await app.ready();
   } catch (error) {
     unbind();

@@ -111,10 +111,13 @@ export function resolveKind(name: string, def: KindDefinition): Kind {
       MAX_RESULT_BYTES,
     ),
     // A timer measures it: no longer than a timer can wait.
-    attemptTimeoutMs: bounded('attemptTimeoutMs', l.attemptTimeoutMs, DEFAULT_LIMITS.attemptTimeoutMs, {
-      min: 1,
-      max: MAX_TIMER_MS,
-    }),
+    attemptTimeoutMs: positive(
+      'attemptTimeoutMs',
+      l.attemptTimeoutMs,
+      DEFAULT_LIMITS.attemptTimeoutMs,
+      1,
+      MAX_TIMER_MS,
+    ),
     deadlineMs:
       l.deadlineMs === null
         ? null

@@ -41,6 +41,7 @@ describe('options out of range', () => {
       });
     expect(codeOf(() => define('too.long', MAX_TIMER_MS + 1))).toBe('invalid-argument');
     expect(codeOf(() => define('too.short', 0))).toBe('invalid-argument');
+    expect(codeOf(() => define('fraction', 1.5))).toBe('invalid-argument');
     define('longest', MAX_TIMER_MS);
     h.worker().start();
     await h.sluice.submit({ tenant: 'North', id: 'L1', kind: 'longest', input: {} });
@@ -138,8 +139,13 @@ describe('options out of range', () => {
       [{ slots: { default: 10_000 } }, true],
       [{ leaseMs: 1 }, true],
       [{ leaseMs: 0 }, false],
-      [{ heartbeatMs: MAX_TIMER_MS }, true],
+      [{ leaseMs: MAX_TIMER_MS, heartbeatMs: MAX_TIMER_MS - 1 }, true],
       [{ heartbeatMs: MAX_TIMER_MS + 1 }, false],
+      // A beat must come before the lease runs out: shorter than the lease given, or the default.
+      [{ leaseMs: 1000, heartbeatMs: 999 }, true],
+      [{ leaseMs: 1000, heartbeatMs: 1000 }, false],
+      [{ heartbeatMs: 29_999 }, true],
+      [{ heartbeatMs: 30_000 }, false],
       [{ pollIntervalMs: Number.NaN }, false],
       [{ pollIntervalMs: 1 }, true],
       [{ rescueIntervalMs: false, purgeIntervalMs: false }, true],
@@ -168,6 +174,18 @@ describe('options out of range', () => {
     expect(codeOf(engine({ retention: { terminalMs: 10, tombstoneMs: 10 } }))).toBeUndefined();
     expect(codeOf(engine({ retention: { terminalMs: 10, tombstoneMs: 9 } }))).toBe('invalid-argument');
     expect(codeOf(engine({ retention: { terminalMs: -1 } }))).toBe('invalid-argument');
+    // Every duration the stores add to a time: at most 100 years.
+    const most = { terminalMs: MAX_DURATION_MS, tombstoneMs: MAX_DURATION_MS };
+    expect(codeOf(engine({ retention: most }))).toBeUndefined();
+    expect(codeOf(engine({ retention: { ...most, tombstoneMs: MAX_DURATION_MS + 1 } }))).toBe(
+      'invalid-argument',
+    );
+    expect(codeOf(engine({ retryBudget: { windowMs: MAX_DURATION_MS } }))).toBeUndefined();
+    expect(codeOf(engine({ retryBudget: { windowMs: MAX_DURATION_MS + 1 } }))).toBe('invalid-argument');
+    expect(codeOf(engine({ retryBudget: { deferMaxMs: MAX_DURATION_MS + 1 } }))).toBe('invalid-argument');
+    expect(codeOf(engine({ retryBudget: { ratio: 1_000_000, floor: 2 ** 31 - 1 } }))).toBeUndefined();
+    expect(codeOf(engine({ retryBudget: { ratio: 1_000_001 } }))).toBe('invalid-argument');
+    expect(codeOf(engine({ retryBudget: { floor: 2 ** 31 } }))).toBe('invalid-argument');
     expect(codeOf(engine({ maxLeaseExpiries: 1 }))).toBeUndefined();
     expect(codeOf(engine({ maxLeaseExpiries: 0 }))).toBe('invalid-argument');
     expect(codeOf(engine({ maxLeaseExpiries: 2.5 }))).toBe('invalid-argument');
@@ -194,8 +212,54 @@ describe('options out of range', () => {
     const named = (provider: string) => ({
       providers: { [provider]: { perTenant: { limit: 10, windowMs: 1000 } } },
     });
-    expect(codeOf(engine(named('pay:v2')))).toBeUndefined();
+    expect(codeOf(engine(named('pay.v2')))).toBeUndefined();
     expect(codeOf(engine(named('pay:tenant:x')))).toBe('invalid-argument');
+    // Nor any `:`: provider `pay:tenant`'s all-tenants key would be `pay`'s for a tenant `*`.
+    expect(codeOf(engine(named('pay:tenant')))).toBe('invalid-argument');
+    expect(codeOf(engine(named('pay:v2')))).toBe('invalid-argument');
+    expect(codeOf(engine(named('p'.repeat(100))))).toBeUndefined();
+    expect(codeOf(engine(named('p'.repeat(101))))).toBe('invalid-argument');
+  });
+
+  it('a budget or a cap spelled wrong is refused, not left unread', async () => {
+    h = await harness();
+    const engine = (options: Record<string, unknown>) => () =>
+      new (h.sluice.constructor as new (o: unknown) => unknown)({ store: h.store, ...options });
+    const message = (options: Record<string, unknown>) => {
+      try {
+        engine(options)();
+        return undefined;
+      } catch (error) {
+        return [(error as { code?: string }).code, (error as Error).message];
+      }
+    };
+    const window = { limit: 10, windowMs: 1000 };
+    expect(message({ providers: { pay: { perTenant: window, onExhausted: 'fail' } } })).toBeUndefined();
+    expect(message({ providers: { pay: { perTennant: window } } })).toEqual([
+      'invalid-argument',
+      'providers.pay: unknown key perTennant (known: perTenant, global, rate, ratePerTenant, onExhausted)',
+    ]);
+    expect(message({ providers: { pay: { global: { ...window, tenants: {} } } } })?.[1]).toBe(
+      'providers.pay.global: unknown key tenants (known: limit, windowMs)',
+    );
+    expect(
+      message({ providers: { pay: { perTenant: { ...window, tenants: { North: 5 } } } } }),
+    ).toBeUndefined();
+    expect(message({ providers: { pay: { rate: { ...window, windowMS: 5 } } } })?.[0]).toBe(
+      'invalid-argument',
+    );
+    expect(message({ providers: { pay: { perTenant: window, onExhausted: 'fial' } } })?.[1]).toBe(
+      `providers.pay.onExhausted must be 'wait' or 'fail', not "fial"`,
+    );
+    expect(message({ providers: { pay: 5 } })?.[1]).toBe('providers.pay must be an object, not 5');
+    expect(message({ tenants: { North: { default: { maxRunning: 2 } } } })).toBeUndefined();
+    expect(message({ tenants: { North: { default: { maxRuning: 2 } } } })?.[1]).toBe(
+      'tenants.North.default: unknown key maxRuning (known: maxRunning, maxWaiting, weight)',
+    );
+    expect(message({ classes: { bulk: { maxQueue: 5 } } })?.[1]).toBe(
+      'classes.bulk: unknown key maxQueue (known: maxQueued, tenant)',
+    );
+    expect(message({ classes: { bulk: { tenant: { wieght: 2 } } } })?.[0]).toBe('invalid-argument');
   });
 
   it("the service's shutdown grace, port, body limit and worker options are checked before it opens anything", async () => {

@@ -4,8 +4,9 @@
  * tenant, running attempts, temp bytes, DB connections, spend, the retry budget), and the
  * cardinality rule: a tenant label only on the queue gauges and spend.
  */
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it, onTestFinished, vi } from 'vitest';
 import { z } from 'zod';
+import { buildServer } from '../../src/http/server.js';
 import type { Sluice, Store, Worker } from '../../src/index.js';
 import { createEvents } from '../../src/observability/events.js';
 import { createMetrics } from '../../src/observability/metrics.js';
@@ -266,6 +267,17 @@ describe('GET /metrics', () => {
     expect((await r.call('GET', '/metrics', { key: null })).status).toBe(401);
     expect((await r.call('GET', '/metrics')).status).toBe(403);
     expect((await r.call('GET', '/metrics', { key: KEYS.admin })).status).toBe(200);
+  });
+
+  it('refuses a metricsAuth it does not know, rather than let any key read the gauges', async () => {
+    const h = await harness();
+    onTestFinished(() => h.close());
+    await expect(
+      buildServer({ sluice: h.sluice, auth: { tenants: {}, admin: [] }, metricsAuth: 'Admin' as 'admin' }),
+    ).rejects.toMatchObject({
+      code: 'invalid-argument',
+      message: `metricsAuth must be 'none' or 'admin', not "Admin"`,
+    });
   });
 
   it("PostgreSQL: connections in use are the pool's checked-out clients; one source per registry", async () => {
