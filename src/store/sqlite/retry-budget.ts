@@ -34,11 +34,17 @@ function sums(ctx: SqliteContext, since: number): RetryBudgetStats {
   return { firstAttempts: r.f, retries: r.r, denials: r.d };
 }
 
-/** Allows and counts one retry, or counts a denial. Atomic: SQLite serialises writers. */
+/**
+ * Allows and counts one retry if, counted, retries stay within `floor + ratio × first attempts`;
+ * otherwise counts a denial. Atomic: SQLite serialises writers. The retry being asked for counts:
+ * under the bound before it would round a fractional bound up (10.5 allowing 11). The 1e-9 keeps
+ * a bound that floating point puts a hair under a whole number (0.29 × 100) at that number; the
+ * PostgreSQL function (migration 30) compares the same way.
+ */
 export function retryBudgetTake(ctx: SqliteContext, p: RetryBudgetParams): { allowed: boolean } {
   return ctx.write((now) => {
     const s = sums(ctx, now - p.windowMs);
-    const allowed = s.retries < p.floor + p.ratio * s.firstAttempts;
+    const allowed = s.retries + 1 <= p.floor + p.ratio * s.firstAttempts + 1e-9;
     countRetryBudget(ctx, now, p, allowed ? 'retries' : 'denials', 1);
     return { allowed };
   });

@@ -517,6 +517,37 @@ export function admissionCases(t: CaseRegistry): void {
       },
     );
 
+    g.test(
+      'a fractional bound is not rounded up, nor one a rounding error puts under a whole down',
+      async ({ store }) => {
+        await store.operationSubmitMany(
+          Array.from({ length: 100 }, (_, i) => submitParams({ id: `op-${i}` })),
+        );
+        const claimed = await store.operationClaimMany({
+          class: 'default',
+          owner: 'w',
+          limit: 100,
+          leaseMs: 30_000,
+          retryBudget: { bucketMs: 1000, shard: 0 },
+        });
+        expect(claimed.rows).toHaveLength(100);
+        // Retries taken so far, in all, after asking `n` more times under another bound.
+        let taken = 0;
+        const ask = async (ratio: number, n: number) => {
+          for (let i = 0; i < n; i++)
+            if ((await store.retryBudgetTake({ ...budget, ratio, floor: 0 })).allowed) taken++;
+          return taken;
+        };
+        // 0.001 × 100 = 0.1: not one whole retry.
+        expect(await ask(0.001, 2)).toBe(0);
+        // 0.035 × 100 = 3.5: three, not four.
+        expect(await ask(0.035, 5)).toBe(3);
+        // 0.29 × 100 is 28.999999999999996 in floating point: still 29.
+        expect(await ask(0.29, 30)).toBe(29);
+        expect(await store.retryBudgetStats({ windowMs: 60_000 })).toMatchObject({ retries: 29, denials: 8 });
+      },
+    );
+
     g.test('only first attempts are counted by the claim', async (fx) => {
       const { store } = fx;
       await submitCreated(store);
