@@ -528,15 +528,25 @@ export class Sluice {
         );
       assertPlainJson(resolution.result);
     }
-    if (resolution.effects && resolution.effects.length > 0) {
+    const effects = resolution.effects ?? [];
+    const op = effects.length > 0 ? await this.store.operationGet(ref) : undefined;
+    if (effects.length > 0 && !op) throw new OperationNotFound(ref.tenant, ref.id);
+    // The effects of an operation in another state are not looked at: the store refuses it
+    // (operation-state-invalid) as it would without them.
+    if (op?.state === 'needs_reconciliation') {
       // A mistyped name would be recorded as established while the real effect stayed pending.
-      if (!(await this.store.operationGet(ref))) throw new OperationNotFound(ref.tenant, ref.id);
       const known = new Set((await this.store.effectList(ref)).map((e) => e.name));
       const named = new Set<string>();
-      for (const effect of resolution.effects) {
+      for (const effect of effects) {
         if (named.has(effect.name)) throw new InvalidArgument(`effect ${effect.name} is named twice`);
-        if (effect.outcome === 'committed' && effect.reference?.includes('\u0000'))
-          throw new InvalidArgument(`the reference of effect ${effect.name} holds a NUL`);
+        if (effect.outcome === 'committed') {
+          if (typeof effect.reference === 'string' && !isStoredText(effect.reference))
+            throw new InvalidArgument(
+              `the reference of effect ${effect.name} holds a NUL or a lone surrogate`,
+            );
+          // Handed back to the handler as the effect's result: plain JSON, as a provider's answer.
+          if (effect.result !== undefined) assertPlainJson(effect.result);
+        }
         named.add(effect.name);
         if (!known.has(effect.name)) {
           const list = [...known].join(', ') || 'none';
@@ -693,12 +703,19 @@ function retryBudgetOf(given: Partial<RetryBudgetConfig> | undefined): RetryBudg
 /**
  * Who did an operator action and why, as the HTTP API bounds them: both are kept in the history.
  * NUL is refused: PostgreSQL's text cannot hold it, and SQLite's would, so the stores would differ.
+ * So is a lone surrogate, which is not Unicode text: each store would keep another replacement.
  */
 function assertRecorded(who: { by: unknown; reason: unknown }): void {
   const text = (name: string, value: unknown, max: number) => {
-    if (typeof value !== 'string' || value.trim() === '' || value.length > max || value.includes('\u0000'))
-      throw new InvalidArgument(`${name} must be 1–${max} characters, not all blank, without NUL`);
+    if (typeof value !== 'string' || value.trim() === '' || value.length > max || !isStoredText(value))
+      throw new InvalidArgument(
+        `${name} must be 1–${max} characters, not all blank, without NUL or a lone surrogate`,
+      );
   };
   text('by', who.by, 200);
   text('reason', who.reason, 2000);
 }
+
+/** In Unicode mode a surrogate pair is one code point: only a lone surrogate is of category Cs. */
+const NOT_STORED_TEXT = /[\u0000\p{Cs}]/u;
+const isStoredText = (value: string) => !NOT_STORED_TEXT.test(value);

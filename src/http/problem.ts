@@ -294,7 +294,7 @@ export function toProblem(error: unknown, instance?: string): ProblemResponse {
 
 /** Sends the problem for `error`; logs the cause of a 5xx. */
 export function sendProblem(request: FastifyRequest, reply: FastifyReply, error: unknown): FastifyReply {
-  const problem = toProblem(error, safeInstance(request.url));
+  const problem = toProblem(error, safeInstance(pathOf(request.url)));
   request.problemCode = problem.body.code;
   if (problem.status >= 500 && !(error instanceof ApiError)) {
     // 503: the store is struggling (expected, retryable); 500: a bug.
@@ -314,13 +314,29 @@ export function sendProblem(request: FastifyRequest, reply: FastifyReply, error:
  * browser may guess a type it would run (OWASP's REST headers).
  */
 export function setCommonHeaders(request: FastifyRequest, reply: FastifyReply): void {
-  if (request.url.startsWith('/v1/')) reply.header('cache-control', 'no-store');
+  if (pathOf(request.url).startsWith('/v1/')) reply.header('cache-control', 'no-store');
   reply.header('x-content-type-options', 'nosniff');
 }
 
-/** The path without its query (which may carry anything), bounded. */
-function safeInstance(url: string): string {
-  const path = url.split('?')[0] ?? '';
+/**
+ * A request target's path, without its query (which may carry anything). HTTP/1.1 servers must
+ * accept the absolute form (`GET http://host/v1/…`, RFC 9112 §3.2.2), which fastify routes as the
+ * path it names: read as it came, a tenant's data would lose `no-store` and a wrong method its 405.
+ */
+export function pathOf(url: string): string {
+  if (!url.startsWith('/')) {
+    try {
+      return new URL(url).pathname;
+    } catch {
+      return '';
+    }
+  }
+  const query = url.indexOf('?');
+  return query === -1 ? url : url.slice(0, query);
+}
+
+/** The path, bounded. */
+function safeInstance(path: string): string {
   return path.length > 1024 ? `${path.slice(0, 1024)}…` : path;
 }
 

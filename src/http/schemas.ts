@@ -18,9 +18,13 @@ export const OPERATION_ID_PATTERN = '^[\\x21-\\x7e]{1,255}$';
 export const TENANT_PATTERN = '^[\\x21-\\x7e]{1,128}$';
 /**
  * Free text the store keeps as text (an operator's `by` and `reason`, a provider reference):
- * anything but NUL, which PostgreSQL's text cannot hold (a 500 from the store otherwise).
+ * anything but NUL, which PostgreSQL's text cannot hold (a 500 from the store otherwise), and a
+ * lone surrogate, which is not Unicode text: each store would keep another replacement for it.
+ * (In Unicode mode a surrogate pair is one code point, of another category than Cs.)
  */
-const NO_NUL_PATTERN = '^[^\\u0000]*$';
+const TEXT_PATTERN = '^[^\\u0000\\p{Cs}]*$';
+/** Not blank: what an operator's `by` and `reason` must hold besides (the engine's rule too). */
+const NOT_BLANK = { pattern: '\\S' };
 
 const nullable = (schema: JsonSchema): JsonSchema => ({
   ...schema,
@@ -324,15 +328,18 @@ const who = {
     type: 'string',
     minLength: 1,
     maxLength: 200,
-    pattern: NO_NUL_PATTERN,
-    description: "Who acts (recorded), without NUL. Default: the admin key's identity, `admin#<n>`.",
+    pattern: TEXT_PATTERN,
+    allOf: [NOT_BLANK],
+    description:
+      "Who acts (recorded), not blank, without NUL or a lone surrogate. Default: the admin key's identity, `admin#<n>`.",
   },
   reason: {
     type: 'string',
     minLength: 1,
     maxLength: 2000,
-    pattern: NO_NUL_PATTERN,
-    description: 'Why (recorded), without NUL.',
+    pattern: TEXT_PATTERN,
+    allOf: [NOT_BLANK],
+    description: 'Why (recorded), not blank, without NUL or a lone surrogate.',
   },
 };
 
@@ -366,7 +373,7 @@ export const reconcileBodySchema: JsonSchema = {
           name: { type: 'string', minLength: 1, maxLength: 100 },
           outcome: { type: 'string', enum: ['committed', 'absent'] },
           result: {},
-          reference: { type: ['string', 'null'], maxLength: 500, pattern: NO_NUL_PATTERN },
+          reference: { type: ['string', 'null'], maxLength: 500, pattern: TEXT_PATTERN },
         },
       },
     },

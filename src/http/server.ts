@@ -26,7 +26,7 @@ import type { Sluice } from '../sluice.js';
 import { type AuthConfig, KeyRing } from './auth.js';
 import { DEFAULT_MAX_JSON_DEPTH, registerJsonParser } from './json-body.js';
 import { methodsAt, recordRoutes } from './openapi.js';
-import { ApiError, rawProblemResponse, sendProblem, setCommonHeaders } from './problem.js';
+import { ApiError, pathOf, rawProblemResponse, sendProblem, setCommonHeaders } from './problem.js';
 import type { AuthMode } from './route-config.js';
 import { adminRoutes } from './routes/admin.js';
 import { operationRoutes } from './routes/operations.js';
@@ -212,6 +212,10 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
   });
 
   app.addHook('preValidation', async (request) => {
+    // No body at all (and so no Content-Type) is the empty body a JSON one would be: 400, not the
+    // schema's 422 for a body of the wrong shape.
+    if (request.body === undefined && request.routeOptions.schema?.body !== undefined)
+      throw new ApiError('body-malformed', 'the body is empty; this route expects a JSON object');
     const schema = request.routeOptions.schema?.querystring as JsonSchema | undefined;
     if (schema && request.query && typeof request.query === 'object') {
       coerceQuery(schema, request.query as Record<string, unknown>);
@@ -249,7 +253,7 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
 
   app.setErrorHandler((error, request, reply) => sendProblem(request, reply, error));
   app.setNotFoundHandler((request, reply) => {
-    const path = request.url.split('?')[0] ?? '';
+    const path = pathOf(request.url);
     // A path that exists under other methods is a 405 naming them (RFC 9110 §15.5.6), not a 404.
     const allowed = methodsAt(routes, path);
     sendProblem(

@@ -114,7 +114,7 @@ const CORPUS: Case[] = [
   { name: 'body is null', body: 'null', status: 422, code: 'request-invalid' },
   { name: 'body is an array', body: '[]', status: 422, code: 'request-invalid' },
   { name: 'body is a string', body: '"charge"', status: 422, code: 'request-invalid' },
-  { name: 'no body at all', contentType: null, status: 422, code: 'request-invalid' },
+  { name: 'no body at all', contentType: null, status: 400, code: 'body-malformed' },
   { name: 'kind is a number', body: '{"kind":42,"input":{}}', status: 422, code: 'request-invalid' },
   {
     name: 'deadlineMs as text (no coercion)',
@@ -413,6 +413,41 @@ describe('a malformed-input corpus over loopback: documented errors, store uncha
     expect(bad.headers.get('x-content-type-options')).toBe('nosniff');
     expect(missing.headers.get('x-content-type-options')).toBe('nosniff');
     expect([bad.status, ((await bad.json()) as { code: string }).code]).toEqual([400, 'url-invalid']);
+  });
+
+  it('no body at all where one is required: 400 body-malformed, as an empty one', async () => {
+    for (const path of ['/v1/operations', '/v1/operations/O7/redrive?tenant=north']) {
+      const answer = await rawExchange(
+        base,
+        `POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${path.includes('redrive') ? KEYS.admin : KEYS.north}\r\n` +
+          'Idempotency-Key: nobody\r\nContent-Length: 0\r\nConnection: close\r\n\r\n',
+      );
+      const [head, ...body] = answer.split('\r\n\r\n');
+      expect([path, head!.split('\r\n')[0]]).toEqual([path, 'HTTP/1.1 400 Bad Request']);
+      expect(JSON.parse(body.join(''))).toMatchObject({ code: 'body-malformed' });
+    }
+  });
+
+  it('a request target in absolute form is answered as its path would be', async () => {
+    // RFC 9112 §3.2.2: a server accepts `GET http://host/path`, as a proxy sends it.
+    const { host } = new URL(base);
+    const exchange = async (method: string, path: string) => {
+      const answer = await rawExchange(
+        base,
+        `${method} ${base}${path} HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${KEYS.north}\r\n` +
+          'Connection: close\r\n\r\n',
+      );
+      const [head, ...body] = answer.split('\r\n\r\n');
+      return { head: head!, body: body.join('\r\n\r\n') };
+    };
+    const listed = await exchange('GET', '/v1/operations?limit=1');
+    expect(listed.head).toMatch(/^HTTP\/1\.1 200 /);
+    expect(listed.head).toMatch(/cache-control: no-store/i);
+    const wrong = await exchange('DELETE', '/v1/operations/O7');
+    expect(wrong.head).toMatch(/^HTTP\/1\.1 405 /);
+    expect(wrong.head).toMatch(/allow: GET/i);
+    expect(wrong.head).toMatch(/cache-control: no-store/i);
+    expect(wrong.body).toContain('"instance":"/v1/operations/O7"');
   });
 
   it('two Authorization headers: 401, whichever key each names', async () => {

@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { Retryable } from '../../src/core/errors/index.js';
+import { Ambiguous, Retryable } from '../../src/core/errors/index.js';
 import { usePostgres } from '../helpers/postgres.js';
 import { KEYS, type Rig, rig } from './rig.js';
 
@@ -29,6 +29,16 @@ describe.each(['sqlite', 'postgres'] as const)('text the store keeps, on %s', (d
           run: async () => {
             throw new Retryable('the provider is down');
           },
+        });
+        sluice.define('uncertain', {
+          input: z.object({}),
+          run: (_input, ctx) =>
+            ctx.effect('charge', {
+              retentionMs: 1, // past the window at once: no blind resend
+              call: async () => {
+                throw new Ambiguous('timed out after sending');
+              },
+            }),
         });
       },
     });
@@ -93,6 +103,77 @@ describe.each(['sqlite', 'postgres'] as const)('text the store keeps, on %s', (d
       body: { reason: 'provider back' },
     });
     expect([redriven.status, redriven.json.state]).toEqual([200, 'queued']);
+    expect(r.logs.filter((line) => line.includes('"level":50'))).toEqual([]);
+  });
+
+  it('a lone surrogate or a blank where text is kept: 422, the same on both stores, nothing kept', async () => {
+    r = await open();
+    r.h.worker().start();
+    for (const [id, kind] of [
+      ['f2', 'flaky'],
+      ['u2', 'uncertain'],
+    ] as const) {
+      const submitted = await r.call('POST', '/v1/operations', {
+        headers: { 'idempotency-key': id },
+        body: { kind, input: {} },
+      });
+      expect(submitted.status).toBe(202);
+    }
+    expect((await r.h.sluice.wait({ tenant: 'north', id: 'f2' })).state).toBe('dead');
+    expect((await r.h.sluice.wait({ tenant: 'north', id: 'u2' })).state).toBe('needs_reconciliation');
+    const admin = { key: KEYS.admin };
+    const seen = { reason: 'seen at the provider', resolution: 'succeeded' };
+    const refusals: Array<[string, string, unknown, string, string | undefined]> = [
+      ['f2', 'redrive', { reason: 'provider back \ud800' }, 'request-invalid', '#/reason'],
+      ['f2', 'redrive', { reason: 'provider back', by: '\udfff' }, 'request-invalid', '#/by'],
+      ['f2', 'redrive', { reason: ' \t ' }, 'request-invalid', '#/reason'],
+      [
+        'u2',
+        'reconcile',
+        { ...seen, effects: [{ name: 'charge', outcome: 'committed', reference: 'ch_\ud8009' }] },
+        'request-invalid',
+        '#/effects/0/reference',
+      ],
+      // Handed back to a handler as the effect's result: plain JSON, as a provider's answer.
+      [
+        'u2',
+        'reconcile',
+        { ...seen, effects: [{ name: 'charge', outcome: 'committed', result: { id: 'ch_\udc00' } }] },
+        'input-not-json',
+        undefined,
+      ],
+    ];
+    for (const [id, action, body, code, pointer] of refusals) {
+      const res = await r.call('POST', `/v1/operations/${id}/${action}?tenant=north`, { ...admin, body });
+      expect([action, res.status, res.json.code, res.json.errors?.[0]?.pointer]).toEqual([
+        action,
+        422,
+        code,
+        pointer,
+      ]);
+    }
+    // A dead operation is not reconciled, whatever its body names: its state is what is wrong.
+    const dead = await r.call('POST', '/v1/operations/f2/reconcile?tenant=north', {
+      ...admin,
+      body: { ...seen, effects: [{ name: 'no-such-effect', outcome: 'absent' }] },
+    });
+    expect([dead.status, dead.json.code]).toEqual([409, 'operation-state-invalid']);
+    // A pair is one character, and welcome.
+    const paired = await r.call('POST', '/v1/operations/f2/redrive?tenant=north', {
+      ...admin,
+      body: { reason: 'provider back \ud83d\ude80' },
+    });
+    expect([paired.status, paired.json.state]).toEqual([200, 'queued']);
+    const events = await r.call('GET', '/v1/operations/f2?include=events');
+    expect(events.json.events.map((e: { reason: string }) => e.reason)).toEqual(['provider back \u{1f680}']);
+    // The engine refuses them for its other callers.
+    await expect(
+      r.h.sluice.reconcile(
+        { tenant: 'north', id: 'u2' },
+        { by: 'ops\ud800', reason: 'seen', resolution: 'failed' },
+      ),
+    ).rejects.toMatchObject({ code: 'invalid-argument' });
+    expect((await r.h.sluice.get({ tenant: 'north', id: 'u2' }))?.state).toBe('needs_reconciliation');
     expect(r.logs.filter((line) => line.includes('"level":50'))).toEqual([]);
   });
 });

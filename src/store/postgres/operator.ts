@@ -11,6 +11,7 @@
  * effects' reservations are settled on, then the queue row, then the class row last.
  */
 import { InvalidStateTransition, OperationNotFound } from '../../core/errors/index.js';
+import { isNewCancel } from '../cancel-record.js';
 import type { CancelAnswer, CancelOutcome, OperationRow, ReconcileParams } from '../types.js';
 import type { PgContext, Query } from './connection.js';
 import { jsonText, num, type PgRow, toOperationRow } from './rows.js';
@@ -115,7 +116,9 @@ export function cancel(
       }
       outcome = 'too_late';
     }
-    if (by) await record(q, op, now, 'cancel', by, 'cancel requested', { outcome });
+    // Recorded when it changed something (store/sqlite/operator.ts).
+    if (by && isNewCancel(op, outcome))
+      await record(q, op, now, 'cancel', by, 'cancel requested', { outcome });
     return { row: await reload(q, op), outcome, ended };
   });
 }

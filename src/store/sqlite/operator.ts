@@ -6,6 +6,7 @@
  * `events` with who and why.
  */
 import { InvalidStateTransition, OperationNotFound } from '../../core/errors/index.js';
+import { isNewCancel } from '../cancel-record.js';
 import type { CancelAnswer, CancelOutcome, OperationRow, ReconcileParams } from '../types.js';
 import { settleReservations } from './budgets.js';
 import type { SqliteContext } from './connection.js';
@@ -85,7 +86,9 @@ export function cancel(
       }
       outcome = 'too_late';
     }
-    if (by) record(ctx, op, now, 'cancel', by, 'cancel requested', { outcome });
+    // Recorded when it changed something: a cancel repeated, or of an ended operation, adds no
+    // row (a tenant could otherwise grow an operation's history without bound).
+    if (by && isNewCancel(op, outcome)) record(ctx, op, now, 'cancel', by, 'cancel requested', { outcome });
     return { row: toOperationRow(load(ctx, tenant, id)!), outcome, ended };
   });
 }

@@ -529,5 +529,34 @@ export function finishCases(t: CaseRegistry): void {
       expect(events).toHaveLength(1);
       expect(events[0]).toMatchObject({ action: 'cancel', by: 'alice', at: fx.clock.now() });
     });
+
+    g.test('a cancel that changes nothing adds nothing to the history', async (fx) => {
+      const { store } = fx;
+      const cancels = async (id: string, n: number) => {
+        const outcomes: string[] = [];
+        for (let i = 0; i < n; i++)
+          outcomes.push((await store.operationCancel({ tenant: 'North', id, by: `b${i}` }))!.outcome);
+        return { outcomes, events: (await store.eventList({ tenant: 'North', id })).map((e) => e.by) };
+      };
+      // Running: requested once, and that is all there is to record.
+      await submitCreated(store, { id: 'running' });
+      await claimOne(store);
+      expect(await cancels('running', 3)).toEqual({
+        outcomes: ['requested', 'requested', 'requested'],
+        events: ['b0'],
+      });
+      // Queued: cancelled, then already cancelled.
+      await submitCreated(store, { id: 'queued' });
+      expect(await cancels('queued', 3)).toEqual({
+        outcomes: ['cancelled', 'cancelled', 'cancelled'],
+        events: ['b0'],
+      });
+      // Ended before any cancel: too late, and nothing changed.
+      await submitCreated(store, { id: 'ended' });
+      await store.attemptFinishMany([
+        { lease: leaseOf(await claimOne(store)), outcome: 'succeeded', result: 1 },
+      ]);
+      expect(await cancels('ended', 2)).toEqual({ outcomes: ['too_late', 'too_late'], events: [] });
+    });
   });
 }
