@@ -132,11 +132,12 @@ export function chargesFor(
   tenant: string,
   cost: number | undefined,
 ): EffectCharges {
-  if (provider === undefined) return NONE;
-  const b = budgets[provider];
-  if (!b) return NONE;
+  // Checked whether or not the provider has budgets: the journal keeps it in a 64-bit column.
   const units = cost ?? 0;
-  if (!Number.isInteger(units) || units < 0) throw new InvalidArgument('effect cost must be an integer ≥ 0');
+  if (!Number.isSafeInteger(units) || units < 0)
+    throw new InvalidArgument(`effect cost must be a whole number from 0 to 2^53 − 1, not ${String(cost)}`);
+  if (provider === undefined || !Object.hasOwn(budgets, provider)) return NONE;
+  const b = budgets[provider]!;
   const spend: BudgetCharge[] = [];
   if (b.perTenant && units > 0) {
     spend.push({

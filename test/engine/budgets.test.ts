@@ -45,6 +45,58 @@ describe('spend budgets', () => {
   let h: Harness;
   afterEach(async () => h?.close());
 
+  it("refuses an effect's cost out of range before sending, budgeted provider or not", async () => {
+    h = await harness({
+      sluice: { providers: { payments: { perTenant: { limit: 5000, windowMs: HOUR } } } },
+    });
+    const provider = new ProviderStub();
+    h.sluice.define('priced', {
+      input: z.object({ provider: z.string(), cost: z.number() }),
+      limits: { maxAttempts: 1 },
+      run: (input, ctx) =>
+        ctx.effect('charge', {
+          provider: input.provider,
+          cost: input.cost,
+          call: ({ key, signal }) =>
+            provider.charge({ key, params: { tenant: ctx.tenant, amount_cents: 1 }, signal }),
+        }),
+    });
+    h.worker().start();
+    // A handler's bug, as an effect name out of range is: its attempts end, and it waits dead for
+    // a fixed deploy and a redrive.
+    const cases: Array<[string, number, string]> = [
+      ['payments', -1, 'dead'],
+      ['unbudgeted', -1, 'dead'],
+      ['unbudgeted', 2 ** 53, 'dead'],
+      ['unbudgeted', 1.5, 'dead'],
+      ['constructor', 5, 'succeeded'], // not a budget: a name Object.prototype has
+      ['unbudgeted', Number.MAX_SAFE_INTEGER, 'succeeded'],
+    ];
+    const lastError = (op: { error: { details?: unknown } | null }) =>
+      (op.error?.details as { lastError?: { code: string } } | undefined)?.lastError?.code;
+    const ends: Array<[string, number, string, string | undefined]> = [];
+    for (const [i, [name, cost]] of cases.entries()) {
+      await h.sluice.submit({
+        tenant: 'North',
+        id: `c${i}`,
+        kind: 'priced',
+        input: { provider: name, cost },
+      });
+      const done = await h.sluice.wait({ tenant: 'North', id: `c${i}` });
+      ends.push([name, cost, done.state, lastError(done)]);
+    }
+    expect(ends).toEqual(
+      cases.map(([name, cost, state]) => [
+        name,
+        cost,
+        state,
+        state === 'dead' ? 'invalid-argument' : undefined,
+      ]),
+    );
+    // Only the two in range were sent.
+    expect(provider.calls).toBe(2);
+  });
+
   it('fails at once a charge over the whole limit, even where exhaustion waits', async () => {
     h = await harness({
       sluice: {
