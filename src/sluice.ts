@@ -717,5 +717,5 @@ function assertRecorded(who: { by: unknown; reason: unknown }): void {
 }
 
 /** In Unicode mode a surrogate pair is one code point: only a lone surrogate is of category Cs. */
-const NOT_STORED_TEXT = /[\u0000\p{Cs}]/u;
-const isStoredText = (value: string) => !NOT_STORED_TEXT.test(value);
+const LONE_SURROGATE = /\p{Cs}/u;
+const isStoredText = (value: string) => !value.includes('\u0000') && !LONE_SURROGATE.test(value);

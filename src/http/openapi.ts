@@ -148,6 +148,8 @@ function commonProblems(route: RouteRecord): string[] {
   if (route.schema.params) codes.push('uri-too-long', 'url-invalid');
   // What the store may answer on any route that reads or writes it.
   if (route.url.startsWith('/v1/')) codes.push(...STORE_PROBLEMS);
+  // While the server closes, every route but the liveness probe answers it (server.ts).
+  if (route.url !== '/healthz') codes.push('shutting-down');
   // From Node's HTTP parser, before any route: possible on every one.
   codes.push('bad-request', 'request-timeout', 'header-too-large', 'internal-error');
   return codes;

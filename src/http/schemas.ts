@@ -233,9 +233,11 @@ export const idempotencyKeyHeaderSchema: JsonSchema = {
     'idempotency-key': {
       type: 'string',
       pattern: OPERATION_ID_PATTERN,
+      // URLs resolve them as path steps: no URL could name such an operation (routes/operations.ts).
+      not: { enum: ['.', '..'] },
       description:
-        "The operation's id, chosen by the client: 1–255 visible ASCII characters, sent raw (no quotes). " +
-        'Retrying with the same key and the same input answers with the same operation.',
+        "The operation's id, chosen by the client: 1–255 visible ASCII characters, sent raw (no quotes), " +
+        'not `.` or `..`. Retrying with the same key and the same input answers with the same operation.',
     },
   },
 };

@@ -174,7 +174,7 @@ describe('GET /openapi.json', () => {
     expect(key).toMatchObject({
       name: 'Idempotency-Key',
       required: true,
-      schema: { pattern: '^[\\x21-\\x7e]{1,255}$' },
+      schema: { pattern: '^[\\x21-\\x7e]{1,255}$', not: { enum: ['.', '..'] } },
     });
     expect(Object.keys(submit.responses).sort()).toEqual(
       ['200', '202', '400', '401', '403', '408', '413', '415', '422', '429', '431', '500', '503'].sort(),
@@ -197,6 +197,17 @@ describe('GET /openapi.json', () => {
     expect(submit.security).toEqual([{ apiKey: [] }]);
     expect(doc.paths['/healthz'].get.security).toEqual([]);
     expect(doc.paths['/v1/operations/{id}/redrive'].post['x-sluice-auth']).toBe('admin key');
+    // While the server closes, every route but the liveness probe answers 503 shutting-down.
+    for (const [path, method] of [
+      ['/v1/operations/{id}', 'get'],
+      ['/v1/tenants/{tenant}/usage', 'get'],
+      ['/metrics', 'get'],
+    ] as const)
+      expect([path, doc.paths[path][method].responses['503']?.description]).toEqual([
+        path,
+        expect.stringMatching(/`shutting-down`/),
+      ]);
+    expect(doc.paths['/healthz'].get.responses['503']?.description ?? '').not.toMatch(/`shutting-down`/);
     // Every problem code any route declares is in the mapping.
     for (const path of Object.values(
       doc.paths as Record<string, Record<string, { responses: Record<string, { description: string }> }>>,
