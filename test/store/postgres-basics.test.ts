@@ -116,6 +116,8 @@ describe('migrations', () => {
         { version: 26, name: 'budget_windows_by_end' },
         { version: 27, name: 'secrets' },
         { version: 28, name: 'forget_departed_tenants' },
+        { version: 29, name: 'budget_windows_by_tenant' },
+        { version: 30, name: 'retry_budget_exact_bound' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
