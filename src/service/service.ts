@@ -101,15 +101,28 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
 
   let accepting = true;
   let worker: Worker | undefined;
+  let server: FastifyInstance | undefined;
+  let url: string | undefined;
+  // The API first, the worker once it listens: a start that fails (the port taken, a bad host,
+  // an option only the server checks) must not have claimed work, nor run it, before it exits.
+  if (role === 'api' || role === 'all') {
+    try {
+      ({ server, url } = await listen());
+    } catch (error) {
+      await server?.close().catch(() => {});
+      await sluice.close();
+      throw error;
+    }
+  }
   if (role === 'worker' || role === 'all') {
     worker = sluice.worker(config.worker);
     worker.start();
   }
-  let server: FastifyInstance | undefined;
-  let url: string | undefined;
-  if (role === 'api' || role === 'all') {
+  log.info({ role, url, store: store.dialect }, 'sluice is running');
+
+  async function listen(): Promise<{ server: FastifyInstance; url: string }> {
     const { buildServer } = await import('../http/server.js');
-    server = await buildServer({
+    const built = await buildServer({
       sluice,
       auth: { tenants: config.auth?.tenants ?? {}, admin: config.auth?.admin ?? [] },
       bodyLimitBytes: config.http?.bodyLimitBytes,
@@ -123,18 +136,19 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
       accepting: () => accepting,
       workers: () => (worker ? [worker] : []),
     });
+    server = built;
     const host = options.host ?? config.http?.host ?? '127.0.0.1';
-    url = await server.listen({ port, host });
+    const listening = await built.listen({ port, host });
     // The gauges name tenants and what each spends; the default serves them to anyone who can
     // reach the port, which is right on loopback or a private scrape network and wrong elsewhere.
     if ((config.http?.metricsAuth ?? 'none') === 'none' && !LOOPBACK.has(host)) {
       log.warn(
-        { url },
+        { url: listening },
         "GET /metrics answers without a key on this address, and its gauges name tenants and their spend: keep the port private, or set http.metricsAuth: 'admin' (Prometheus can send an admin key as a bearer token)",
       );
     }
+    return { server: built, url: listening };
   }
-  log.info({ role, url, store: store.dialect }, 'sluice is running');
 
   let stopping: Promise<void> | undefined;
   const stop = (o: { graceMs?: number } = {}) => {

@@ -210,6 +210,28 @@ describe('roles', () => {
     expect([done.state, done.result]).toEqual(['succeeded', { said: 'hi' }]);
   });
 
+  it('a start that cannot listen fails before its worker claims anything', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'sluice-roles-'));
+    const config = await loadConfig(join(ROOT, 'test/fixtures/sluice.config.ts'));
+    const db = join(dir, 'sluice.db');
+    // Work waiting in the store, and the port taken by another server.
+    const api = await startService(config, { role: 'api', db, port: 0, logger: silent });
+    await api.sluice.submit({ tenant: 'north', id: 'w1', kind: 'echo', input: { say: 'hi' } });
+    const taken = Number(new URL(api.url!).port);
+    const all = { ...config, worker: { ...config.worker, tempRoot: join(dir, 'tmp'), pollIntervalMs: 5 } };
+    await expect(startService(all, { db, port: taken, logger: silent })).rejects.toMatchObject({
+      code: 'EADDRINUSE',
+    });
+    // An option only the server checks, likewise.
+    const typo = { ...all, http: { ...all.http, metricsAuth: 'Admin' as 'admin' } };
+    await expect(startService(typo, { db, port: 0, logger: silent })).rejects.toMatchObject({
+      code: 'invalid-argument',
+    });
+    const op = await api.sluice.get({ tenant: 'north', id: 'w1' });
+    expect([op?.state, op?.attempt]).toEqual(['queued', 0]);
+    await api.stop({ graceMs: 100 });
+  });
+
   it('a worker-only process without kinds is refused at start, not reported running and gone', async () => {
     dir = mkdtempSync(join(tmpdir(), 'sluice-roles-'));
     const start = startService({}, { role: 'worker', db: join(dir, 'sluice.db'), logger: silent });
