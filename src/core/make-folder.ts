@@ -10,12 +10,15 @@
 import { mkdirSync, statSync } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 
-/** Makes `path` and any missing parents; throws the first error that stops it, naming the folder. */
-export function makeFolder(path: string): void {
+/**
+ * Makes `path` and any missing parents, each it makes with `mode` (as the umask leaves it); throws
+ * the first error that stops it, naming the folder.
+ */
+export function makeFolder(path: string, mode?: number): void {
   const folder = resolve(path);
   const parent = dirname(folder);
   try {
-    mkdirSync(folder);
+    mkdirSync(folder, { mode });
     return;
   } catch (error) {
     if (code(error) === 'EEXIST') {
@@ -24,9 +27,9 @@ export function makeFolder(path: string): void {
     }
     if (code(error) !== 'ENOENT' || parent === folder) throw error;
   }
-  makeFolder(parent);
+  makeFolder(parent, mode);
   try {
-    mkdirSync(folder);
+    mkdirSync(folder, { mode });
   } catch (error) {
     // Another process made it meanwhile: as good as made here.
     if (code(error) === 'EEXIST') {

@@ -12,9 +12,15 @@
  * when it is provably the recorded one: its leader is alive with the recorded start time, or the
  * leader is gone (Linux never gives a new process a pid still used as a group id, so remaining
  * members belong to the recorded group). Linux only; elsewhere groups are not recorded.
+ *
+ * And only when this user recorded it: the folder and its `.group-` file must be this process's
+ * user's. Anyone who can write into the root could otherwise plant a file naming any process
+ * group, and a worker would kill it (every process on the machine, for a worker run as root).
+ * The default root is the user's own (`<tmpdir>/sluice-<uid>`), made private (0700).
  */
 import { randomBytes } from 'node:crypto';
 import { lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeFolder } from '../core/make-folder.js';
 
@@ -42,6 +48,9 @@ function ownedFolders(): Set<string> {
   return owned;
 }
 
+/** Folders this module makes: the user's alone (a handler's files may hold a tenant's data). */
+const PRIVATE = 0o700;
+
 const safe = (s: string) => s.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 40);
 
 /** A recorded subprocess group: `.group-<pgid>` in the worker's folder (never a temp dir's name). */
@@ -58,8 +67,28 @@ function startTime(pid: number): string | null {
   }
 }
 
+/** This process's user, where the platform has users (not on Windows). */
+const UID = process.getuid?.();
+
+/** The default root: this user's own, so that no other user can write into it. */
+export function defaultTempRoot(): string {
+  return join(tmpdir(), UID === undefined ? 'sluice' : `sluice-${UID}`);
+}
+
+/** A plain file or folder (not a link) this process's user owns. */
+function ours(path: string): boolean {
+  if (UID === undefined) return true;
+  try {
+    const stat = lstatSync(path);
+    return !stat.isSymbolicLink() && stat.uid === UID;
+  } catch {
+    return false;
+  }
+}
+
 /** Kills the groups a dead worker recorded, where they are provably still the recorded ones. */
 function killRecordedGroups(folder: string): void {
+  if (!ours(folder)) return;
   let files: string[];
   try {
     files = readdirSync(folder).filter((f) => f.startsWith(GROUP_PREFIX));
@@ -69,6 +98,7 @@ function killRecordedGroups(folder: string): void {
   for (const name of files) {
     const pgid = Number(name.slice(GROUP_PREFIX.length));
     if (!Number.isInteger(pgid) || pgid <= 1) continue;
+    if (!ours(join(folder, name))) continue;
     const recorded = readFileSync(join(folder, name), 'utf8').trim();
     const now = startTime(pgid);
     if (now !== null && now !== recorded) continue; // the pid was reused: not our group
@@ -110,7 +140,7 @@ export class TempDirs {
 
   /** A new directory for one attempt of one operation. */
   create(tenant: string, id: string, epoch: number): string {
-    makeFolder(this.ownerDir);
+    makeFolder(this.ownerDir, PRIVATE);
     return mkdtempSync(join(this.ownerDir, `${safe(tenant)}-${safe(id)}-${epoch}-`));
   }
 
@@ -127,7 +157,7 @@ export class TempDirs {
     if (start === null) return () => {};
     const file = join(this.ownerDir, `${GROUP_PREFIX}${pgid}`);
     try {
-      makeFolder(this.ownerDir);
+      makeFolder(this.ownerDir, PRIVATE);
       writeFileSync(file, start);
     } catch {
       return () => {};

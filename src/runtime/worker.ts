@@ -23,8 +23,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { hostname, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { hostname } from 'node:os';
 import type { Logger } from 'pino';
 import type { ProviderBudgets } from '../admission/budgets.js';
 import type { RetryBudgetConfig } from '../admission/retry-budget.js';
@@ -52,7 +51,7 @@ import { type AttemptReport, type AttemptStop, runAttempt } from './attempt.js';
 import { Batcher } from './batcher.js';
 import { type ClaimedBatch, ClassChannel, type EndWritten } from './class-channel.js';
 import type { Kind } from './kinds.js';
-import { TempDirs } from './temp-dirs.js';
+import { defaultTempRoot, TempDirs } from './temp-dirs.js';
 
 /** The first pause before claiming again after a contended claim: about one commit. */
 const CONTENDED_FIRST_MS = 2;
@@ -77,7 +76,7 @@ export interface WorkerOptions {
   rescueIntervalMs?: number | false;
   /** How often to purge old terminal operations; `false` to disable. Default 60 s. */
   purgeIntervalMs?: number | false;
-  /** Root of handlers' temporary directories. Default `<os tmpdir>/sluice`. */
+  /** Root of handlers' temporary directories. Default `<os tmpdir>/sluice-<uid>`, made private (0700). */
   tempRoot?: string;
   /** How long to wait for a handler that ignores its aborted signal. Default 1 s. */
   abortGraceMs?: number;
@@ -200,7 +199,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.begins = new Batcher((items) => env.store.effectBeginMany(items));
     this.marks = new Batcher((items) => env.store.effectMarkMany(items));
     this.journal = batchedJournal(this.begins, this.marks);
-    this.tempDirs = new TempDirs(options.tempRoot ?? join(tmpdir(), 'sluice'));
+    this.tempDirs = new TempDirs(options.tempRoot ?? defaultTempRoot());
   }
 
   /** Attempts running now, in all classes. */

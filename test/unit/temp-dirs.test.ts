@@ -1,0 +1,76 @@
+/**
+ * Whose process groups a worker's start-up sweep may kill: those its own user recorded. A file
+ * another user planted in the temp root, naming a live group, is left alone; the same file of
+ * this user's kills it. And the folders the worker makes are its user's alone.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { defaultTempRoot, TempDirs } from '../../src/runtime/temp-dirs.js';
+
+const NOBODY = 65_534;
+/** Above Linux's largest pid (2^22): never a live process. */
+const DEAD_PID = 4_194_305;
+
+const startTime = (pid: number) => {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]!;
+};
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z ');
+  } catch {
+    return false;
+  }
+};
+
+describe.skipIf(process.platform !== 'linux')("the temp root's sweep", () => {
+  let root = '';
+  const children: ChildProcess[] = [];
+  afterEach(() => {
+    for (const c of children.splice(0)) if (c.pid && alive(c.pid)) process.kill(-c.pid, 'SIGKILL');
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  /** A live process group of its own, recorded in a dead worker's folder as a worker would. */
+  const plant = (owner?: number) => {
+    const child = spawn('sleep', ['300'], { detached: true, stdio: 'ignore' });
+    children.push(child);
+    const pgid = child.pid!;
+    const folder = join(root, `${DEAD_PID}-planted`);
+    mkdirSync(folder);
+    const file = join(folder, `.group-${pgid}`);
+    writeFileSync(file, startTime(pgid));
+    if (owner !== undefined) {
+      chownSync(folder, owner, owner);
+      chownSync(file, owner, owner);
+    }
+    return pgid;
+  };
+
+  it.skipIf(process.getuid?.() !== 0)("leaves alone a group another user's file names", () => {
+    root = mkdtempSync(join(tmpdir(), 'sluice-sweep-'));
+    const pgid = plant(NOBODY);
+    expect(new TempDirs(root).sweepOrphans()).toBe(1);
+    expect(alive(pgid)).toBe(true);
+  });
+
+  it("kills the group its own user's file names", () => {
+    root = mkdtempSync(join(tmpdir(), 'sluice-sweep-'));
+    const pgid = plant();
+    expect(new TempDirs(root).sweepOrphans()).toBe(1);
+    expect(alive(pgid)).toBe(false);
+  });
+
+  it("makes its folders the user's alone, under a root of the user's own by default", () => {
+    root = mkdtempSync(join(tmpdir(), 'sluice-sweep-'));
+    const dirs = new TempDirs(join(root, 'made'));
+    const path = dirs.create('North', 'op-1', 1);
+    for (const folder of [join(root, 'made'), dirs.ownerDir, path])
+      expect([folder, statSync(folder).mode & 0o777]).toEqual([folder, 0o700]);
+    expect(defaultTempRoot()).toBe(join(tmpdir(), `sluice-${process.getuid?.()}`));
+  });
+});
