@@ -35,9 +35,18 @@ export async function openStore(db: string | undefined, options: OpenStoreOption
       `${options.source ?? (db === undefined ? 'SLUICE_DB' : '--db')} is empty: name a SQLite file or a postgres:// URL`,
     );
   }
-  if (/^postgres(ql)?:\/\//.test(target)) {
+  // A URL's scheme is case-insensitive (RFC 3986 §3.1); any other scheme is a mistake, not a
+  // file path: `postgress://host/db` would otherwise create a SQLite file of that name, and each
+  // host would run on a database of its own.
+  if (/^postgres(ql)?:\/\//i.test(target)) {
     const { postgresStore } = await import('../store/postgres/index.js');
     return postgresStore({ connectionString: target, ...options.postgres });
+  }
+  const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(target)?.[1];
+  if (scheme !== undefined) {
+    throw new InvalidArgument(
+      `${options.source ?? (db === undefined ? 'SLUICE_DB' : '--db')} names a ${scheme}:// URL: a store is a postgres:// (or postgresql://) URL or a SQLite file path`,
+    );
   }
   if (target !== ':memory:' && options.existing && !existsSync(target)) {
     throw new InvalidArgument(
@@ -109,4 +118,4 @@ export async function assertMigrated(store: Store, db: string | undefined): Prom
 }
 
 /** A URL's password is not printed. */
-const redact = (db: string) => db.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
+export const redact = (db: string) => db.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');

@@ -10,6 +10,7 @@ import { DEMO_KEYS, paymentsConfig } from '../../demo/payments.js';
 import { runStory } from '../../demo/story.js';
 import { startService, stopOnSignals } from '../../service/service.js';
 import { startProviderServer } from '../../testing/provider-server.js';
+import { redact } from '../open-store.js';
 
 export function demoCommand(program: Command): void {
   const demo = program
@@ -25,7 +26,7 @@ export function demoCommand(program: Command): void {
       const api = service.url!;
       console.log(`
 Sluice payments demo
-  API            ${api}   (store: ${process.env.SLUICE_DB ?? './data/sluice.db'})
+  API            ${api}   (store: ${redact(process.env.SLUICE_DB ?? './data/sluice.db')})
   provider stub  ${stub.url}   ledger: GET /ledger   failures: POST /control
   keys (DEMO ONLY — never use these anywhere else):
     north  ${DEMO_KEYS.north}     south  ${DEMO_KEYS.south}     admin  ${DEMO_KEYS.admin}

@@ -8,6 +8,8 @@
  * never deadlock upgrading read locks, and `busy_timeout` makes a writer wait its turn instead of
  * failing at once.
  */
+
+import { chmodSync, existsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import { bounded, MAX_TIMER_MS } from '../../core/bounds.js';
@@ -153,13 +155,16 @@ export function borrowSqlite(db: Database.Database, clock: Clock): SqliteContext
 /**
  * The file's folder, made if missing, as `sqlite3` makes the file: `./data/sluice.db` works in a
  * fresh checkout. SQLite's own names (`:memory:`, an empty path for a temporary database, `file:`
- * URIs) are left to it.
+ * URIs) are left to it. A folder made here is the user's alone (0700): the database holds every
+ * tenant's inputs and results, and the key of the list cursors.
  */
+const isPlainPath = (path: string) => path !== '' && path !== ':memory:' && !path.startsWith('file:');
+
 function makeFolderFor(path: string): void {
-  if (path === '' || path === ':memory:' || path.startsWith('file:')) return;
+  if (!isPlainPath(path)) return;
   const folder = dirname(resolve(path));
   try {
-    makeFolder(folder);
+    makeFolder(folder, 0o700);
   } catch (error) {
     throw new InvalidArgument(`cannot create ${folder} for ${path}: ${(error as Error).message}`);
   }
@@ -176,9 +181,13 @@ export function openSqlite(options: SqliteOptions, clock: Clock): SqliteContext 
     integer: true,
   });
   makeFolderFor(options.path);
+  const created = isPlainPath(options.path) && !existsSync(options.path);
   let db: Database.Database;
   try {
     db = new (sqliteDriver())(options.path);
+    // A file made here is the user's alone, whatever the folder; SQLite gives its WAL and shared
+    // memory files the database file's mode when it makes them, after this.
+    if (created) chmodSync(options.path, 0o600);
     db.pragma('journal_mode = WAL');
     db.pragma(`synchronous = ${synchronous}`);
     db.pragma(`busy_timeout = ${busyTimeoutMs}`);
