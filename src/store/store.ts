@@ -124,6 +124,11 @@ export interface Store {
    * `attemptFinishMany`, then `operationClaimMany`, in one transaction: the claim sees the ends
    * (freed running caps, retries due at once). What a worker calls when ended attempts free
    * slots that more work may fill: one round trip and one commit instead of two.
+   *
+   * The ends must be attempts of `claim.class` (a worker's class channel calls it so). Ends of
+   * another class lock that class's counter row and the claim its own, in an order another
+   * transaction may take the other way: PostgreSQL breaks such a cycle after `deadlock_timeout`
+   * (1 s) and the store runs the loser again, a second lost each time.
    */
   attemptFinishAndClaim(items: FinishParams[], claim: ClaimParams): Promise<FinishAndClaimResult>;
 
