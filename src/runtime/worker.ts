@@ -86,6 +86,9 @@ export interface WorkerOptions {
   id?: string;
 }
 
+/** How long a stopping worker keeps trying to write the ends of the attempts it interrupted. */
+const END_WRITE_GRACE_MS = 5000;
+
 /** How long a claim holds an operation unless a heartbeat extends it. */
 export const DEFAULT_LEASE_MS = 30_000;
 
@@ -172,6 +175,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly dueWakes = new DueWakes((cls) => this.env.wakeup.notify(cls));
   private readonly loops: Promise<void>[] = [];
   private readonly leaseMs: number;
+  private unwritten = 0;
+  /** Set when the stop interrupts the attempts: ends are tried again until then at most. */
+  private endsGiveUpAt = Number.POSITIVE_INFINITY;
   private readonly pollIntervalMs: number;
   private readonly log: Logger;
   private state: 'new' | 'running' | 'stopping' | 'stopped' = 'new';
@@ -323,6 +329,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
       ]);
       clearTimeout(timer);
     }
+    // From here on an end the store will not take is tried again for a few seconds more, not for
+    // a whole lease: a stop must not outlast the grace it was given by the lease's length (an
+    // orchestrator kills it first). What is left is redelivered when its lease expires.
+    this.endsGiveUpAt = performance.now() + Math.min(this.leaseMs, END_WRITE_GRACE_MS);
     for (const stop of this.stops.values()) stop.abort(new WorkerShutdown());
     await Promise.allSettled([...this.inflight]);
     await Promise.all([
@@ -337,6 +347,15 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.tempDirs.removeOwn();
     this.state = 'stopped';
     this.env.onStopped(this);
+  }
+
+  /**
+   * Attempts whose end the store would not take while the worker stopped (unreachable past its
+   * retries): each keeps its lease until it expires and is then redelivered. A stop that leaves
+   * any is not a clean one.
+   */
+  get unwrittenEnds(): number {
+    return this.unwritten;
   }
 
   /** Runs the rescuer now (tests, CLI). */
@@ -462,14 +481,15 @@ export class Worker extends EventEmitter<WorkerEvents> {
           report,
         });
       })
-      .catch((error) =>
+      .catch((error) => {
+        if (isStoreError(error) && this.state === 'stopping') this.unwritten++;
         this.log.error(
           { err: error, operation: row.id },
           isStoreError(error)
             ? 'could not record the end of the attempt; its lease will expire and it will be redelivered'
             : 'attempt runner failed',
-        ),
-      )
+        );
+      })
       .finally(() => {
         this.activeByClass.set(cls, this.active(cls) - 1);
         this.inflight.delete(run);
@@ -490,7 +510,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
       try {
         return await this.channels.get(cls)!.finish(params, capped);
       } catch (error) {
-        if (!isStoreError(error) || !error.retryable || performance.now() >= giveUpAt) throw error;
+        const now = performance.now();
+        if (!isStoreError(error) || !error.retryable || now >= Math.min(giveUpAt, this.endsGiveUpAt))
+          throw error;
         await new Promise((r) => setTimeout(r, Math.min(2000, 100 * 2 ** i)));
       }
     }

@@ -176,7 +176,16 @@ export function stopOnSignals(service: Service, log: Logger, graceMs?: number): 
     signalled = true;
     log.info({ signal }, 'signal received');
     service.stop({ graceMs }).then(
-      () => process.exit(0),
+      () => {
+        // Not a clean stop: the store did not take some ends; their operations wait for their
+        // leases to expire, then run again elsewhere.
+        const unwritten = service.worker?.unwrittenEnds ?? 0;
+        if (unwritten > 0) {
+          log.error({ unwritten }, 'stopped with attempts whose end the store did not take');
+          process.exit(1);
+        }
+        process.exit(0);
+      },
       (error) => {
         log.error({ err: error }, 'shutdown failed');
         process.exit(1);

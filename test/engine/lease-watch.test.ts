@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { z } from 'zod';
-import { isLeaseLost, sqliteStore } from '../../src/index.js';
+import { isLeaseLost, StoreError, sqliteStore } from '../../src/index.js';
 import type { Store } from '../../src/store/store.js';
 import { type Harness, harness } from '../helpers/engine.js';
 import { Gate } from '../helpers/gate.js';
@@ -55,6 +55,34 @@ describe('an attempt past what it can prove', () => {
     // The beat still out does not hold the worker's stop.
     await worker.stop({ graceMs: 0 });
     expect(worker.running).toBe(0);
+  });
+
+  it('a stop gives up writing ends the store will not take after a few seconds, not a lease, and says so', async () => {
+    // The store refuses every end (unreachable, retryable), as a database gone mid-shutdown does.
+    const wrap = (store: Store): Store =>
+      new Proxy(store, {
+        get(target, property, receiver) {
+          if (property === 'attemptFinishMany' || property === 'attemptFinishAndClaim')
+            return async () => {
+              throw new StoreError('unavailable', 'the database is gone');
+            };
+          return Reflect.get(target, property, receiver);
+        },
+      });
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-test-'));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    h = await harness({ dir, store: wrap(sqliteStore({ path: join(dir, 'sluice.db') })) });
+    const gate = new Gate();
+    h.sluice.define('job', { input: z.object({}), run: (_i, ctx) => gate.wait(ctx.signal) });
+    // A lease of ten minutes: a stop that waited for it would outlast the test's timeout.
+    const worker = h.worker({ leaseMs: 600_000 });
+    worker.start();
+    await h.sluice.submit({ tenant: 'North', id: 'A', kind: 'job', input: {} });
+    await gate.arrived;
+    await worker.stop({ graceMs: 0 });
+    expect(worker.unwrittenEnds).toBe(1);
+    // Its lease stands: the operation waits for it to expire, then runs again elsewhere.
+    expect((await h.sluice.get({ tenant: 'North', id: 'A' }))?.state).toBe('running');
   });
 
   it("refuses an effect a leftover callback starts while the end waits for the handler's last one", async () => {
