@@ -61,11 +61,11 @@ export async function openStore(db: string | undefined, options: OpenStoreOption
 export const STORE_OPTIONS = {
   db: [
     '--db <sqlite-path|postgres-url>',
-    "the store (default: $SLUICE_DB, the --config file's, or ./data/sluice.db)",
+    "the store (default: $SLUICE_DB, the config file's, or ./data/sluice.db)",
   ],
   config: [
     '--config <file>',
-    'take the store from this config file: its db, PostgreSQL schema and SQLite settings',
+    'take the store from this config file (default: sluice.config.* in the current folder, as serve finds it): its db, PostgreSQL schema and SQLite settings',
   ],
 } as const satisfies Record<string, readonly [string, string]>;
 
@@ -76,21 +76,25 @@ export interface StoreFlags {
 }
 
 /**
- * Opens the store `--db` names, else the one a `--config` file names (with its PostgreSQL schema
- * and SQLite settings, which `--db` alone cannot give), else `$SLUICE_DB`, else the default.
+ * Opens the store `--db` names, else `$SLUICE_DB`, else the one the config file names (`--config`,
+ * else `sluice.config.*` in the current folder, with its PostgreSQL schema and SQLite settings,
+ * which `--db` alone cannot give), else the default.
  */
 export async function openStoreFromFlags(
   flags: StoreFlags,
   options: Pick<OpenStoreOptions, 'existing'> = {},
 ) {
-  const config = flags.config === undefined ? undefined : await loadConfig(flags.config);
+  // The file `--config` names, else the one `sluice serve` would find in the current folder: a
+  // command run beside the service's config acts on the service's store.
+  const config =
+    flags.db === undefined || flags.config !== undefined ? await loadConfig(flags.config) : undefined;
   const db = flags.db ?? process.env.SLUICE_DB ?? config?.db;
   const source =
     flags.db !== undefined
       ? '--db'
       : process.env.SLUICE_DB !== undefined
         ? 'SLUICE_DB'
-        : `the db of ${flags.config}`;
+        : `the db of ${flags.config ?? 'the config file'}`;
   const store = await openStore(db, {
     ...options,
     source,

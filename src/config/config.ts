@@ -12,6 +12,9 @@
  * | `SLUICE_ADMIN_KEYS` | `key,key` — admin keys, added to `auth.admin` |
  * | `SLUICE_SHUTDOWN_GRACE_MS` | overrides `shutdownGraceMs` |
  *
+ * A relative `db` (a SQLite file) or `worker.tempRoot` in a file is taken from the file's folder,
+ * not from the folder a command runs in.
+ *
  * @example
  * ```ts
  * // sluice.config.ts
@@ -26,7 +29,7 @@
  * ```
  */
 import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { dirname, isAbsolute, resolve } from 'node:path';
 import type { ProviderBudgets } from '../admission/budgets.js';
 import type { AdmissionConfig } from '../admission/limits.js';
 import type { RetryBudgetConfig } from '../admission/retry-budget.js';
@@ -141,7 +144,28 @@ export async function loadConfig(path?: string, cwd = process.cwd()): Promise<Sl
         `${file}: unknown config ${wrong.length === 1 ? 'key' : 'keys'} ${wrong.map((k) => `${section}.${k}`).join(', ')} (known in ${section}: ${[...known].join(', ')})`,
       );
   }
-  return config;
+  return withPathsFrom(dirname(file), config as SluiceConfig);
+}
+
+/**
+ * The config's relative paths (`db` when it names a SQLite file, `worker.tempRoot`) made
+ * absolute from the file's folder: the file means the same files whatever folder a command runs
+ * in (`sluice migrate --config /srv/app/sluice.config.ts` from anywhere, a unit whose working
+ * folder is `/`). A URL, SQLite's own names and absolute paths are kept as written.
+ */
+function withPathsFrom(folder: string, config: SluiceConfig): SluiceConfig {
+  const relative = (path: unknown): path is string =>
+    typeof path === 'string' &&
+    path !== '' &&
+    path !== ':memory:' &&
+    !path.startsWith('file:') &&
+    !/^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(path) &&
+    !isAbsolute(path);
+  const out = { ...config };
+  if (relative(config.db)) out.db = resolve(folder, config.db);
+  if (relative(config.worker?.tempRoot))
+    out.worker = { ...config.worker, tempRoot: resolve(folder, config.worker.tempRoot) };
+  return out;
 }
 
 /** Every key of `T`, listed: the compiler refuses a list that misses one or names one more. */

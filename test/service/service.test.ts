@@ -3,7 +3,7 @@
  * overrides, and split roles (an API-only and a worker-only process on one store).
  */
 import { execFile, execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -112,7 +112,7 @@ describe('configuration', () => {
       expect(undef.message).toMatch(/as its default export \(it exports undefined\)$/);
       // CommonJS: module.exports is the default.
       writeFileSync(join(at, 'cjs.config.cjs'), "module.exports = { db: './c.db' };\n");
-      expect(await loadConfig(join(at, 'cjs.config.cjs'))).toEqual({ db: './c.db' });
+      expect(await loadConfig(join(at, 'cjs.config.cjs'))).toEqual({ db: join(at, 'c.db') });
       // A TypeError the file throws itself is its own, and says so.
       writeFileSync(join(at, 'own.config.mjs'), 'const none = null;\nnone.db;\nexport default {};\n');
       const own = await loadConfig(join(at, 'own.config.mjs')).catch((e) => e);
@@ -120,6 +120,42 @@ describe('configuration', () => {
         true,
         "Cannot read properties of null (reading 'db')",
       ]);
+    } finally {
+      rmSync(at, { recursive: true, force: true });
+    }
+  });
+
+  it("takes a file's relative paths from the file's folder, and every store command finds it", async () => {
+    const at = mkdtempSync(join(tmpdir(), 'sluice-config-'));
+    try {
+      const app = join(at, 'app');
+      const elsewhere = join(at, 'elsewhere');
+      mkdirSync(app);
+      mkdirSync(elsewhere);
+      writeFileSync(
+        join(app, 'sluice.config.mjs'),
+        "export default { db: './data/svc.db', worker: { tempRoot: 'tmp' } };\n",
+      );
+      const config = await loadConfig(join(app, 'sluice.config.mjs'), elsewhere);
+      expect([config.db, config.worker?.tempRoot]).toEqual([join(app, 'data/svc.db'), join(app, 'tmp')]);
+      // URLs, SQLite's own names and absolute paths are kept as written.
+      for (const [i, db] of ['postgres://u@h/db', ':memory:', '/var/lib/sluice.db'].entries()) {
+        writeFileSync(join(app, `kept${i}.config.mjs`), `export default { db: ${JSON.stringify(db)} };\n`);
+        expect((await loadConfig(join(app, `kept${i}.config.mjs`), elsewhere)).db).toBe(db);
+      }
+      const cli = (cwd: string, ...args: string[]) =>
+        spawnSync(process.execPath, [join(ROOT, 'dist/cli/main.js'), ...args], {
+          cwd,
+          encoding: 'utf8',
+          env: { ...process.env, SLUICE_DB: undefined },
+        });
+      // Beside the config, as `sluice serve` finds it; from elsewhere, by --config: one file.
+      expect(cli(app, 'migrate').status).toBe(0);
+      expect(existsSync(join(app, 'data/svc.db'))).toBe(true);
+      expect(existsSync(join(app, 'data/sluice.db'))).toBe(false);
+      const listed = cli(elsewhere, 'ops', 'list', '--config', join(app, 'sluice.config.mjs'));
+      expect([listed.status, listed.stderr]).toEqual([0, '']);
+      expect(existsSync(join(elsewhere, 'data'))).toBe(false);
     } finally {
       rmSync(at, { recursive: true, force: true });
     }
