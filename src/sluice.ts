@@ -11,6 +11,7 @@ import { type ProviderBudgets, validateBudgets } from './admission/budgets.js';
 import { Admission, type AdmissionConfig } from './admission/limits.js';
 import { RetryAfterEstimator } from './admission/retry-after.js';
 import { DEFAULT_RETRY_BUDGET, type RetryBudgetConfig } from './admission/retry-budget.js';
+import { logLevel } from './config/inputs.js';
 import { bounded, MAX_DURATION_MS, MAX_REQUEST_MS, MAX_TIMER_MS } from './core/bounds.js';
 import { assertPlainJson, canonicalJson, digestOfCanonical } from './core/digest.js';
 import {
@@ -179,9 +180,7 @@ export class Sluice {
 
   constructor(options: SluiceOptions) {
     this.store = options.store;
-    this.log =
-      options.logger ??
-      pino({ name: 'sluice', level: process.env.SLUICE_LOG_LEVEL ?? 'warn' }, pino.destination(2));
+    this.log = options.logger ?? pino({ name: 'sluice', level: logLevel('warn') }, pino.destination(2));
     this.effectKey = options.effectKey ?? deriveEffectKey;
     this.retention = retentionOf(options.retention);
     this.maxLeaseExpiries = bounded('maxLeaseExpiries', options.maxLeaseExpiries, 3, {

@@ -40,6 +40,7 @@ import type { KindDefinition } from '../runtime/kinds.js';
 import type { WorkerOptions } from '../runtime/worker.js';
 import type { Sluice } from '../sluice.js';
 import type { PostgresOptions } from '../store/postgres/connection.js';
+import { portFrom } from './inputs.js';
 
 /**
  * The PostgreSQL store's settings a config file may give: its schema, its pool, and, behind a
@@ -255,7 +256,7 @@ export function withEnvironment(config: SluiceConfig, env: NodeJS.ProcessEnv = p
     auth: { tenants: { ...config.auth?.tenants }, admin: [...(config.auth?.admin ?? [])] },
   };
   if (env.SLUICE_DB) out.db = env.SLUICE_DB;
-  if (env.PORT) out.http!.port = Number(env.PORT);
+  if (env.PORT !== undefined) out.http!.port = portFrom('PORT', env.PORT);
   if (env.HOST) out.http!.host = env.HOST;
   for (const pair of (env.SLUICE_TENANT_KEYS ?? '').split(',').filter(Boolean)) {
     const at = pair.indexOf(':');

@@ -16,6 +16,7 @@ import { validateBudgets } from '../admission/budgets.js';
 import { validateAdmission } from '../admission/limits.js';
 import { assertMigrated, openStore } from '../cli/open-store.js';
 import { type SluiceConfig, withEnvironment } from '../config/config.js';
+import { logLevel } from '../config/inputs.js';
 import { bounded, MAX_TIMER_MS } from '../core/bounds.js';
 import { InvalidArgument } from '../core/errors/index.js';
 import { createMetrics } from '../observability/metrics.js';
@@ -57,13 +58,14 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
   });
   bounded('http.bodyLimitBytes', config.http?.bodyLimitBytes, 1, { min: 1, integer: true });
   const role = options.role ?? 'all';
+  // Anything but the two would read as 'manual', and refuse a store it could have migrated.
+  if (config.migrate !== undefined && config.migrate !== 'auto' && config.migrate !== 'manual')
+    throw new InvalidArgument(`migrate must be 'auto' or 'manual', not ${JSON.stringify(config.migrate)}`);
   if (role !== 'api') checkWorkerOptions(config.worker ?? {});
   // The engine checks these too, once the store is open: a mistake is better found before.
   validateAdmission({ classes: config.classes, tenants: config.tenants });
   validateBudgets(config.providers ?? {});
-  const log =
-    options.logger ??
-    pino({ name: 'sluice', level: process.env.SLUICE_LOG_LEVEL ?? 'info' }, pino.destination(2));
+  const log = options.logger ?? pino({ name: 'sluice', level: logLevel('info') }, pino.destination(2));
   const store = await openStore(options.db ?? config.db, {
     sqlite: config.sqlite,
     postgres: config.postgres,

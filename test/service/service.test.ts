@@ -529,6 +529,31 @@ describe('operator commands refuse what they cannot do, in one line, changing no
     expect(badJson.status).toBe(1);
     expect(badJson.stderr.trim().split('\n')).toHaveLength(1);
     expect(badJson.stderr).not.toMatch(/\bat .*\.js:\d+/);
+    // Each names the flag or variable it came from, and what it was.
+    expect(badJson.stderr).toMatch(/^sluice: invalid-argument: --result is not JSON/);
+    const run = (args: string[], env: Record<string, string | undefined> = {}) =>
+      spawnSync(process.execPath, [join(ROOT, 'dist/cli/main.js'), ...args], {
+        cwd: dir,
+        encoding: 'utf8',
+        timeout: 30_000,
+        env: { ...process.env, ...env },
+      });
+    const refusals: Array<[string[], Record<string, string | undefined>, RegExp]> = [
+      [['serve', '--db', db, '--port', 'abc'], {}, /--port must be a port number from 0 to 65535, not "abc"/],
+      [['serve', '--db', db], { PORT: ' ' }, /PORT must be a port number from 0 to 65535, not " "/],
+      [['serve', '--db', db], { PORT: '70000' }, /PORT must be a port number/],
+      [
+        ['serve', '--db', db],
+        { SLUICE_LOG_LEVEL: 'verbose' },
+        /SLUICE_LOG_LEVEL must be one of fatal, error/,
+      ],
+      [['migrate', '--db', 'postgress://u@127.0.0.1/db'], {}, /names a postgress:\/\/ URL/],
+    ];
+    for (const [args, env, message] of refusals) {
+      const out = run(args, env);
+      expect([args, out.status, out.stderr.trim().split('\n').length]).toEqual([args, 1, 1]);
+      expect(out.stderr).toMatch(message);
+    }
     expect(cliFails(db, 'ops', 'list', '--cursor', '!!!').stderr).toMatch(/cursor is not valid/);
     expect(cliFails(null, 'keys', 'hash', 'two words').stderr).toMatch(/cannot contain whitespace/);
     const drill = cliFails(null, 'drill', '--workers', '0');

@@ -6,6 +6,7 @@
  */
 import type { Command } from 'commander';
 import pino from 'pino';
+import { logLevel, portFrom } from '../../config/inputs.js';
 import { DEMO_KEYS, paymentsConfig } from '../../demo/payments.js';
 import { runStory } from '../../demo/story.js';
 import { startService, stopOnSignals } from '../../service/service.js';
@@ -17,11 +18,10 @@ export function demoCommand(program: Command): void {
     .command('demo')
     .description('run the payments demo: API on 127.0.0.1:8080 ($PORT), provider stub on :8081 ($STUB_PORT)')
     .action(async () => {
-      const log = pino(
-        { name: 'sluice', level: process.env.SLUICE_LOG_LEVEL ?? 'info' },
-        pino.destination(2),
-      );
-      const stub = await startProviderServer({ port: Number(process.env.STUB_PORT ?? 8081) });
+      const log = pino({ name: 'sluice', level: logLevel('info') }, pino.destination(2));
+      const stub = await startProviderServer({
+        port: portFrom('STUB_PORT', process.env.STUB_PORT ?? '8081'),
+      });
       const service = await startService(paymentsConfig(stub.url), { logger: log });
       const api = service.url!;
       console.log(`

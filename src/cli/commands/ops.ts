@@ -5,6 +5,8 @@
  */
 import type { Command } from 'commander';
 import pino from 'pino';
+import { jsonFrom } from '../../config/inputs.js';
+import { InvalidArgument } from '../../core/errors/index.js';
 import type { Operation } from '../../core/operation.js';
 import type { OperationState } from '../../core/states.js';
 import { Sluice } from '../../sluice.js';
@@ -156,7 +158,7 @@ export function opsCommand(program: Command): void {
               reason: opts.reason,
               effects,
               resolution: opts.resolution as 'requeue' | 'succeeded' | 'failed',
-              result: opts.result === undefined ? undefined : JSON.parse(opts.result),
+              result: opts.result === undefined ? undefined : jsonFrom('--result', opts.result),
             },
           );
           console.log(`${tenant}/${id}: ${op.state}`);
@@ -183,8 +185,12 @@ export function opsCommand(program: Command): void {
 
 function parseEffect(spec: string): ReconcileEffect {
   const m = /^([^=]+)=(absent|committed)(?::(.*))?$/s.exec(spec);
-  if (!m) throw new Error(`--effect ${spec}: expected name=absent or name=committed[:json]`);
+  if (!m) throw new InvalidArgument(`--effect ${spec}: expected name=absent or name=committed[:json]`);
   const [, name, outcome, json] = m;
   if (outcome === 'absent') return { name: name!, outcome: 'absent' };
-  return { name: name!, outcome: 'committed', result: json === undefined ? null : JSON.parse(json) };
+  return {
+    name: name!,
+    outcome: 'committed',
+    result: json === undefined ? null : jsonFrom(`--effect ${name}=committed:`, json),
+  };
 }

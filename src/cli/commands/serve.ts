@@ -5,6 +5,7 @@
 import type { Command } from 'commander';
 import pino from 'pino';
 import { loadConfig } from '../../config/config.js';
+import { logLevel, portFrom } from '../../config/inputs.js';
 import { type Role, startService, stopOnSignals } from '../../service/service.js';
 
 export function serveCommand(program: Command): void {
@@ -21,15 +22,12 @@ export function serveCommand(program: Command): void {
     .option('--role <role>', 'api, worker or all', 'all')
     .action(async (opts: { config?: string; db?: string; port?: string; host?: string; role: string }) => {
       if (!['api', 'worker', 'all'].includes(opts.role)) throw new Error('--role must be api, worker or all');
-      const log = pino(
-        { name: 'sluice', level: process.env.SLUICE_LOG_LEVEL ?? 'info' },
-        pino.destination(2),
-      );
+      const log = pino({ name: 'sluice', level: logLevel('info') }, pino.destination(2));
       const config = await loadConfig(opts.config);
       const service = await startService(config, {
         role: opts.role as Role,
         db: opts.db,
-        port: opts.port === undefined ? undefined : Number(opts.port),
+        port: opts.port === undefined ? undefined : portFrom('--port', opts.port),
         host: opts.host,
         logger: log,
       });

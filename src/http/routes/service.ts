@@ -72,7 +72,10 @@ export function serviceRoutes(
     async () => {
       if (!deps.accepting()) throw new ApiError('shutting-down', 'the server is shutting down');
       if (!(await storeAnswers(deps.sluice))) {
-        throw new ApiError('not-ready', `the store did not answer a read within ${READY_TIMEOUT_MS} ms`);
+        throw new ApiError(
+          'not-ready',
+          `the store did not answer a read (within ${READY_TIMEOUT_MS} ms, without an error)`,
+        );
       }
       return { status: 'ready' };
     },
