@@ -20,6 +20,7 @@ import {
   InputTooLarge,
   InvalidArgument,
   isSluiceError,
+  isStoreError,
   OperationConflict,
   OperationExpired,
   OperationNotFound,
@@ -381,7 +382,9 @@ export class Sluice {
   }
 
   private noteRefusal(request: SubmitRequest, error: unknown): void {
-    if (!isSluiceError(error)) return;
+    // A store that failed refused nothing (it may even have committed): not an admission refusal,
+    // which alerts would read as tenants being turned away during an outage.
+    if (!isSluiceError(error) || isStoreError(error)) return;
     const kind = typeof request?.kind === 'string' ? request.kind : '';
     this.events.emit('rejected', {
       tenant: typeof request?.tenant === 'string' ? request.tenant : '',

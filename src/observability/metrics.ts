@@ -71,6 +71,8 @@ export interface Metrics {
 }
 
 const PREFIX = 'sluice_';
+/** How long a scrape waits for the store's answer before it reports the store down. */
+const SNAPSHOT_TIMEOUT_MS = 2000;
 
 const SECONDS_SHORT = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 const SECONDS_ATTEMPT = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
@@ -97,6 +99,7 @@ class PromMetrics implements Metrics {
   readonly registry = new Registry();
   private source: MetricsSource | undefined;
   private pending: Promise<Snapshot | null> | undefined;
+  private pendingSince = 0;
   private readonly retryWindowMs: number;
 
   // Events.
@@ -252,10 +255,17 @@ class PromMetrics implements Metrics {
     if (o.problem) this.httpProblems.inc({ code: o.problem });
   }
 
-  /** One store read per scrape, shared by every gauge collected in it. */
+  /**
+   * One store read per scrape, shared by every gauge collected in it, and by the scrapes that
+   * come while it runs. A read that has not answered within SNAPSHOT_TIMEOUT_MS of its start
+   * counts as the store being down (`store_up 0`, no store gauges): one that hangs (a connection
+   * the network dropped hangs for minutes) must not hang every scrape, and with it every series
+   * of the process. No second read starts while it hangs: each would hold a pool connection.
+   */
   private snapshot(): Promise<Snapshot | null> {
     const source = this.source;
     if (!source) return Promise.resolve(null);
+    if (!this.pending) this.pendingSince = performance.now();
     this.pending ??= (async () => {
       const store = source.sluice.store;
       try {
@@ -274,7 +284,15 @@ class PromMetrics implements Metrics {
     })().finally(() => {
       this.pending = undefined;
     });
-    return this.pending;
+    const left = SNAPSHOT_TIMEOUT_MS - (performance.now() - this.pendingSince);
+    if (left <= 0) return Promise.resolve(null);
+    let timer: NodeJS.Timeout | undefined;
+    return Promise.race([
+      this.pending,
+      new Promise<null>((resolve) => {
+        timer = setTimeout(() => resolve(null), left);
+      }),
+    ]).finally(() => clearTimeout(timer));
   }
 
   private collectedGauges(registers: Registry[]): void {

@@ -21,6 +21,7 @@ import {
   type ErrorRecord,
   isLeaseLost,
   isOperationLimitExceeded,
+  isSluiceError,
   LeaseLost,
   OperationLimitExceeded,
   Permanent,
@@ -199,8 +200,12 @@ export async function runAttempt(
   const report = await attemptOnce(env, row, claimNow);
   if (env.events.listenerCount('attempt-ended') === 0) return report;
   const durationMs = performance.now() - started;
-  const ended = report.outcome === 'written' ? report.end : report.outcome;
-  const state = report.outcome === 'written' && report.accepted ? await stateAfter(env, row, ended) : null;
+  // An end the store refused (the lease was lost) is the attempt abandoned, as one that never
+  // wrote: counted as the end it asked for, a lost lease's `succeeded` or `retry` would be
+  // counted again by the attempt that runs the operation next.
+  const accepted = report.outcome === 'written' && report.accepted;
+  const ended = report.outcome === 'written' ? (accepted ? report.end : 'abandoned') : report.outcome;
+  const state = accepted ? await stateAfter(env, row, ended) : null;
   const terminal = state !== null && isTerminal(state) ? state : null;
   env.events.emit('attempt-ended', {
     ...refOf(row),
@@ -452,7 +457,7 @@ async function execute(
       return 'crashed';
     }
     const abortReason = stop.aborted ? stop.reason : undefined;
-    if (!isLeaseLost(abortReason)) logs.log.info({ err: error }, 'attempt failed');
+    if (!isLeaseLost(abortReason)) logFailure(logs.log, error);
     return classifyFailure(
       {
         error,
@@ -583,4 +588,34 @@ function untilAbortedPlusGrace<T>(work: Promise<T>, stop: AttemptStop, graceMs: 
       },
     );
   });
+}
+
+/**
+ * An attempt's failure, as the log keeps it: the error's type, code, message and stack, not its
+ * other properties. An HTTP client's error carries the request it made (`config.headers` with a
+ * provider's key, the body with a card number), and `details` may hold a tenant's input: pino's
+ * serializer would write them all, once per attempt. An error Sluice does not know (not one of
+ * its own classes, a `TypeError`) is a bug or an unclassified failure, and is said so, at `warn`.
+ */
+/** What a thrown value that is not an Error says of itself: any value may be thrown. */
+function describe(value: unknown): string {
+  try {
+    return String(value);
+  } catch {
+    // An object without a prototype has no toString.
+    return Object.prototype.toString.call(value);
+  }
+}
+
+function logFailure(log: Logger, error: unknown): void {
+  const known = isSluiceError(error);
+  const e = error instanceof Error ? error : undefined;
+  const err = {
+    type: e?.name ?? typeof error,
+    code: known ? error.code : 'unclassified-error',
+    message: e ? e.message : describe(error),
+    stack: e?.stack,
+  };
+  if (known) log.info({ err }, 'attempt failed');
+  else log.warn({ err }, 'attempt failed with an unclassified error (retried as retryable)');
 }

@@ -416,11 +416,15 @@ export class Worker extends EventEmitter<WorkerEvents> {
       let batch: ClaimedBatch;
       try {
         batch = await this.channels.get(cls)!.claim();
+        if (failures > 0) this.log.info({ class: cls, failures }, 'claims answer again');
         failures = 0;
       } catch (error) {
         failures++;
         const delay = Math.min(5000, 100 * 2 ** Math.min(failures, 6));
-        this.log.warn({ err: error, class: cls, retryInMs: delay }, 'claim failed');
+        // Each failure while the back-off grows, then one a minute: an outage of hours must not
+        // write a line every 5 s for every class.
+        if (failures <= 6 || failures % 12 === 0)
+          this.log.warn({ err: error, class: cls, retryInMs: delay, failures }, 'claim failed');
         if (!isStoreError(error)) this.log.error({ err: error }, 'unexpected claim error');
         await new Promise((r) => setTimeout(r, delay));
         continue;

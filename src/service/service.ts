@@ -57,6 +57,18 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
     integer: true,
   });
   bounded('http.bodyLimitBytes', config.http?.bodyLimitBytes, 1, { min: 1, integer: true });
+  // The server checks these too; here, before the store is opened (and made, and migrated).
+  const metricsAuth = config.http?.metricsAuth;
+  if (metricsAuth !== undefined && metricsAuth !== 'none' && metricsAuth !== 'admin')
+    throw new InvalidArgument(
+      `http.metricsAuth must be 'none' or 'admin', not ${JSON.stringify(metricsAuth)}`,
+    );
+  if (config.http?.maxRequestsPerTenant !== false)
+    bounded('http.maxRequestsPerTenant', config.http?.maxRequestsPerTenant, 1, {
+      min: 1,
+      max: 1_000_000,
+      integer: true,
+    });
   const role = options.role ?? 'all';
   // Anything but the two would read as 'manual', and refuse a store it could have migrated.
   if (config.migrate !== undefined && config.migrate !== 'auto' && config.migrate !== 'manual')

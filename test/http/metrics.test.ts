@@ -307,4 +307,53 @@ describe('GET /metrics', () => {
     unbind();
     expect(engine.events.listenerCount('attempt-ended')).toBe(0);
   });
+
+  it('a store read that never answers reports the store down, and starts no second read', async () => {
+    let reads = 0;
+    let answer: ((rows: []) => void) | undefined;
+    const hanging = () => {
+      reads++;
+      return new Promise<[]>((resolve) => {
+        answer = resolve;
+      });
+    };
+    const store = {
+      dialect: 'sqlite',
+      now: async () => Date.now(),
+      queueStats: hanging,
+      classStats: async () => [],
+      budgetUsage: async () => [],
+      retryBudgetStats: async () => ({ firstAttempts: 0, retries: 0, denials: 0 }),
+    } as unknown as Store;
+    const engine = {
+      store,
+      events: createEvents(),
+      kind: () => undefined,
+      definedKinds: () => [],
+    } as unknown as Sluice;
+    const metrics = createMetrics();
+    const unbind = metrics.bind({ sluice: engine });
+    // Each scrape answers (the test's timeout is the guard), the store down, the read still out.
+    for (let i = 0; i < 3; i++) expect(samples(await metrics.scrape()).get('sluice_store_up')).toBe(0);
+    expect(reads).toBe(1);
+    // Once it answers, the next scrape reads afresh.
+    answer!([]);
+    // Its settling clears the read: microtasks, all run before the next turn of the event loop.
+    await new Promise((resolve) => setImmediate(resolve));
+    store.queueStats = async () => [];
+    expect(samples(await metrics.scrape()).get('sluice_store_up')).toBe(1);
+    unbind();
+  });
+
+  it('a submit the store failed is not counted as refused by admission', async () => {
+    r = await rig();
+    await r.h.store.close(); // the database is gone
+    const res = await r.call('POST', '/v1/operations', {
+      headers: { 'idempotency-key': 'gone' },
+      body: { kind: 'charge', input: { invoice: 1, amount_cents: 5 } },
+    });
+    expect(res.status).toBe(503);
+    const scraped = samples((await r.call('GET', '/metrics', { key: null })).text);
+    expect([...scraped.keys()].filter((k) => k.startsWith('sluice_admission_rejections_total'))).toEqual([]);
+  });
 });

@@ -263,6 +263,12 @@ describe('roles', () => {
     await expect(startService(typo, { db, port: 0, logger: silent })).rejects.toMatchObject({
       code: 'invalid-argument',
     });
+    // Refused before the store is opened: a new one is not made, nor migrated.
+    const fresh = join(dir, 'fresh', 'sluice.db');
+    await expect(startService(typo, { db: fresh, port: 0, logger: silent })).rejects.toMatchObject({
+      message: `http.metricsAuth must be 'none' or 'admin', not "Admin"`,
+    });
+    expect(existsSync(join(dir, 'fresh'))).toBe(false);
     const op = await api.sluice.get({ tenant: 'north', id: 'w1' });
     expect([op?.state, op?.attempt]).toEqual(['queued', 0]);
     await api.stop({ graceMs: 100 });

@@ -1,0 +1,67 @@
+/**
+ * What the log keeps of an attempt's failure: the error's type, code, message and stack, never
+ * the rest of it (an HTTP client's error carries the request it made, headers and body; `details`
+ * may hold a tenant's input); and an error Sluice does not know is said to be unclassified, at
+ * `warn`, where the engine's default logger shows it.
+ */
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { Permanent } from '../../src/index.js';
+import { type Harness, harness } from '../helpers/engine.js';
+
+describe('an attempt failure in the log', () => {
+  let h: Harness;
+  afterEach(async () => h?.close());
+
+  it('keeps type, code, message and stack, not the request an error carries', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const logger = pino(
+      { level: 'info' },
+      new Writable({
+        write(chunk, _encoding, done) {
+          lines.push(JSON.parse(String(chunk)));
+          done();
+        },
+      }),
+    );
+    h = await harness({ sluice: { logger } });
+    // The shape of an HTTP client's error: what it sent, credentials included.
+    const client = Object.assign(new Error('Request failed with status code 402'), {
+      config: { headers: { Authorization: 'Bearer sk_live_SECRET' }, data: '{"card":"4111111111111111"}' },
+    });
+    const thrown: Record<string, unknown> = {
+      client,
+      declined: new Permanent('declined', { details: { input: { ssn: '123-45-6789' } } }),
+    };
+    h.sluice.define('job', {
+      input: z.object({ what: z.string() }),
+      limits: { maxAttempts: 1 },
+      run: ({ what }) => {
+        throw thrown[what];
+      },
+    });
+    h.worker().start();
+    for (const what of Object.keys(thrown)) {
+      await h.sluice.submit({ tenant: 'North', id: what, kind: 'job', input: { what } });
+      await h.sluice.wait({ tenant: 'North', id: what });
+    }
+    const failures = lines.filter((l) => String(l.msg).startsWith('attempt failed'));
+    expect(
+      failures.map((l) => [
+        l.level,
+        l.operation,
+        (l.err as { code: string }).code,
+        (l.err as { message: string }).message,
+      ]),
+    ).toEqual([
+      [40, 'client', 'unclassified-error', 'Request failed with status code 402'],
+      [30, 'declined', 'permanent-failure', 'declined'],
+    ]);
+    const text = JSON.stringify(failures);
+    for (const secret of ['sk_live_SECRET', '4111111111111111', '123-45-6789'])
+      expect(text).not.toContain(secret);
+    expect((failures[0]!.err as { stack: string }).stack).toContain('Request failed');
+  });
+});
