@@ -26,7 +26,7 @@ import type { Sluice } from '../sluice.js';
 import { type AuthConfig, KeyRing } from './auth.js';
 import { DEFAULT_MAX_JSON_DEPTH, registerJsonParser } from './json-body.js';
 import { methodsAt, recordRoutes } from './openapi.js';
-import { ApiError, pathOf, rawProblemResponse, sendProblem, setCommonHeaders } from './problem.js';
+import { ApiError, PROBLEMS, pathOf, rawProblemResponse, sendProblem, setCommonHeaders } from './problem.js';
 import type { AuthMode } from './route-config.js';
 import { adminRoutes } from './routes/admin.js';
 import { operationRoutes } from './routes/operations.js';
@@ -141,6 +141,9 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
     frameworkErrors: (error, request, reply) => {
       sendProblem(request, reply, error);
+      // Raised before routing (a bad percent-encoding, a path over the limit): the onResponse
+      // hook, which counts and logs every request, does not run for it.
+      refused(request.method, reply.statusCode, request.problemCode ?? undefined);
     },
     // Errors Node's HTTP parser raises before fastify sees a request: headers over the limit
     // (16 KiB), a request that took too long, garbage. Answered as problems, then closed.
@@ -155,8 +158,15 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
             : 'bad-request';
       if (socket.writable) socket.end(rawProblemResponse(problem));
       else socket.destroy();
+      refused('unparsed', PROBLEMS[problem].status, problem);
     },
   }) as unknown as FastifyInstance;
+
+  /** A request answered before it reached a route, counted and logged as the hook does the rest. */
+  function refused(method: string, status: number, problem: string | undefined): void {
+    metrics.observeHttp({ method, route: 'unmatched', status, seconds: 0, problem });
+    logger.info({ method, route: 'unmatched', status, problem }, 'request');
+  }
 
   const routes = recordRoutes(app);
   app.decorateRequest('principal', null);

@@ -345,6 +345,24 @@ describe('GET /metrics', () => {
     unbind();
   });
 
+  it('counts and logs a request refused before routing, as any other', async () => {
+    r = await rig();
+    const bad = await r.call('GET', '/v1/operations/%E0%A4%A');
+    const long = await r.call('GET', `/v1/operations/${'x'.repeat(1100)}`);
+    expect([bad.status, long.status]).toEqual([400, 414]);
+    const scraped = samples((await r.call('GET', '/metrics', { key: null })).text);
+    expect(scraped.get('sluice_http_problems_total{code="url-invalid"}')).toBe(1);
+    expect(scraped.get('sluice_http_problems_total{code="uri-too-long"}')).toBe(1);
+    expect(scraped.get('sluice_http_requests_total{method="GET",route="unmatched",status="400"}')).toBe(1);
+    const lines = r.logs
+      .map((l) => JSON.parse(l))
+      .filter((l) => l.msg === 'request' && l.route === 'unmatched');
+    expect(lines.map((l) => [l.status, l.problem])).toEqual([
+      [400, 'url-invalid'],
+      [414, 'uri-too-long'],
+    ]);
+  });
+
   it('a submit the store failed is not counted as refused by admission', async () => {
     r = await rig();
     await r.h.store.close(); // the database is gone
