@@ -27,6 +27,24 @@ function samples(text: string): Map<string, number> {
   return out;
 }
 
+/** An engine as the metrics see it, over a store answering every gauge's read empty but `over`. */
+function engineOver(over: Record<string, unknown>): Sluice {
+  const store = {
+    now: async () => Date.now(),
+    queueStats: async () => [],
+    classStats: async () => [],
+    budgetUsage: async () => [],
+    retryBudgetStats: async () => ({ firstAttempts: 0, retries: 0, denials: 0 }),
+    ...over,
+  } as unknown as Store;
+  return {
+    store,
+    events: createEvents(),
+    kind: () => undefined,
+    definedKinds: () => [],
+  } as unknown as Sluice;
+}
+
 const FAMILIES = [
   'sluice_submits_total',
   'sluice_admission_rejections_total',
@@ -282,21 +300,7 @@ describe('GET /metrics', () => {
 
   it("PostgreSQL: connections in use are the pool's checked-out clients; one source per registry", async () => {
     const pool = { totalCount: 7, idleCount: 3 };
-    const store = {
-      dialect: 'postgres',
-      context: { pool },
-      now: async () => Date.now(),
-      queueStats: async () => [],
-      classStats: async () => [],
-      budgetUsage: async () => [],
-      retryBudgetStats: async () => ({ firstAttempts: 0, retries: 0, denials: 0 }),
-    } as unknown as Store;
-    const engine = {
-      store,
-      events: createEvents(),
-      kind: () => undefined,
-      definedKinds: () => [],
-    } as unknown as Sluice;
+    const engine = engineOver({ dialect: 'postgres', context: { pool } });
     const metrics = createMetrics();
     const unbind = metrics.bind({ sluice: engine });
     expect(samples(await metrics.scrape()).get('sluice_db_connections_in_use')).toBe(4);
@@ -317,20 +321,8 @@ describe('GET /metrics', () => {
         answer = resolve;
       });
     };
-    const store = {
-      dialect: 'sqlite',
-      now: async () => Date.now(),
-      queueStats: hanging,
-      classStats: async () => [],
-      budgetUsage: async () => [],
-      retryBudgetStats: async () => ({ firstAttempts: 0, retries: 0, denials: 0 }),
-    } as unknown as Store;
-    const engine = {
-      store,
-      events: createEvents(),
-      kind: () => undefined,
-      definedKinds: () => [],
-    } as unknown as Sluice;
+    const engine = engineOver({ dialect: 'sqlite', queueStats: hanging });
+    const store = engine.store as unknown as { queueStats: () => Promise<[]> };
     const metrics = createMetrics();
     const unbind = metrics.bind({ sluice: engine });
     // Each scrape answers (the test's timeout is the guard), the store down, the read still out.

@@ -5,10 +5,11 @@
  * redelivered operation's own folder is removed when it succeeds there. (Success, error, timeout
  * and abort inside a live worker: test/engine/resources.test.ts and context-helpers.test.ts.)
  */
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { processAlive } from '../helpers/process-alive.js';
 import { processRig, type Rig } from '../helpers/process-rig.js';
 
 describe('temporary folders after SIGKILL + restart', () => {
@@ -72,14 +73,7 @@ describe('temporary folders after SIGKILL + restart', () => {
     await rig.h.sluice.submit({ tenant: 'North', id: 'X1', kind: 'hold-temp', input: { exec: true } });
     const held = await w1.waitFor((e) => (e.event as string) === 'exec-held', '"exec-held"');
     const pid = held.pid as number;
-    const alive = (p: number) => {
-      try {
-        process.kill(p, 0);
-        return !readFileSync(`/proc/${p}/stat`, 'utf8').includes(') Z ');
-      } catch {
-        return false;
-      }
-    };
+    const alive = processAlive;
     expect(alive(pid)).toBe(true);
 
     w1.signal('SIGKILL');

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { defaultTempRoot, TempDirs } from '../../src/runtime/temp-dirs.js';
+import { processAlive } from '../helpers/process-alive.js';
 
 const NOBODY = 65_534;
 /** Above Linux's largest pid (2^22): never a live process. */
@@ -18,14 +19,7 @@ const startTime = (pid: number) => {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]!;
 };
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z ');
-  } catch {
-    return false;
-  }
-};
+const alive = processAlive;
 
 describe.skipIf(process.platform !== 'linux')("the temp root's sweep", () => {
   let root = '';
