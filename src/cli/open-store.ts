@@ -7,6 +7,7 @@
  */
 import { existsSync } from 'node:fs';
 import { loadConfig, type PostgresConfig } from '../config/config.js';
+import { urlScheme } from '../config/inputs.js';
 import { InvalidArgument } from '../core/errors/index.js';
 import { schemaNewerError } from '../store/migrations.js';
 import { sqliteStore } from '../store/sqlite/index.js';
@@ -42,7 +43,7 @@ export async function openStore(db: string | undefined, options: OpenStoreOption
     const { postgresStore } = await import('../store/postgres/index.js');
     return postgresStore({ connectionString: target, ...options.postgres });
   }
-  const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(target)?.[1];
+  const scheme = urlScheme(target);
   if (scheme !== undefined) {
     throw new InvalidArgument(
       `${options.source ?? (db === undefined ? 'SLUICE_DB' : '--db')} names a ${scheme}:// URL: a store is a postgres:// (or postgresql://) URL or a SQLite file path`,

@@ -40,7 +40,7 @@ import type { KindDefinition } from '../runtime/kinds.js';
 import type { WorkerOptions } from '../runtime/worker.js';
 import type { Sluice } from '../sluice.js';
 import type { PostgresOptions } from '../store/postgres/connection.js';
-import { portFrom } from './inputs.js';
+import { portFrom, urlScheme } from './inputs.js';
 
 /**
  * The PostgreSQL store's settings a config file may give: its schema, its pool, and, behind a
@@ -160,7 +160,7 @@ function withPathsFrom(folder: string, config: SluiceConfig): SluiceConfig {
     path !== '' &&
     path !== ':memory:' &&
     !path.startsWith('file:') &&
-    !/^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(path) &&
+    urlScheme(path) === undefined &&
     !isAbsolute(path);
   const out = { ...config };
   if (relative(config.db)) out.db = resolve(folder, config.db);
@@ -256,7 +256,8 @@ export function withEnvironment(config: SluiceConfig, env: NodeJS.ProcessEnv = p
     auth: { tenants: { ...config.auth?.tenants }, admin: [...(config.auth?.admin ?? [])] },
   };
   if (env.SLUICE_DB) out.db = env.SLUICE_DB;
-  if (env.PORT !== undefined) out.http!.port = portFrom('PORT', env.PORT);
+  // Empty is unset, as shells mean it; anything else must be a port.
+  if (env.PORT !== undefined && env.PORT !== '') out.http!.port = portFrom('PORT', env.PORT);
   if (env.HOST) out.http!.host = env.HOST;
   for (const pair of (env.SLUICE_TENANT_KEYS ?? '').split(',').filter(Boolean)) {
     const at = pair.indexOf(':');

@@ -27,6 +27,11 @@ export function logLevel(fallback: string, env: NodeJS.ProcessEnv = process.env)
   return level;
 }
 
+/** The scheme of a URL (`postgres` of `postgres://…`), or undefined for anything else (a path). */
+export function urlScheme(text: string): string | undefined {
+  return /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(text)?.[1];
+}
+
 /** JSON given to a flag, or a refusal naming the flag. */
 export function jsonFrom(where: string, text: string): unknown {
   try {

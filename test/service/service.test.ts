@@ -177,6 +177,9 @@ describe('configuration', () => {
       { tenants: { north: ['a', 'b'], south: ['c'] }, admin: ['z'] },
     ]);
     expect(() => withEnvironment({}, { SLUICE_TENANT_KEYS: 'no-colon' })).toThrow(/tenant:key/);
+    // An empty PORT is unset, as shells mean it; a blank one is a mistake.
+    expect(withEnvironment({ http: { port: 1 } }, { PORT: '' }).http?.port).toBe(1);
+    expect(() => withEnvironment({}, { PORT: ' ' })).toThrow(/PORT must be a port number/);
   });
 });
 
