@@ -1,31 +1,15 @@
-/**
- * What the log keeps of an attempt's failure: the error's type, code, message and stack, never
- * the rest of it (an HTTP client's error carries the request it made, headers and body; `details`
- * may hold a tenant's input); and an error Sluice does not know is said to be unclassified, at
- * `warn`, where the engine's default logger shows it.
- */
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { Permanent } from '../../src/index.js';
 import { type Harness, harness } from '../helpers/engine.js';
+import { captureLog } from '../helpers/log-capture.js';
 
 describe('an attempt failure in the log', () => {
   let h: Harness;
   afterEach(async () => h?.close());
 
   it('keeps type, code, message and stack, not the request an error carries', async () => {
-    const lines: Array<Record<string, unknown>> = [];
-    const logger = pino(
-      { level: 'info' },
-      new Writable({
-        write(chunk, _encoding, done) {
-          lines.push(JSON.parse(String(chunk)));
-          done();
-        },
-      }),
-    );
+    const { logger, lines } = captureLog('info');
     h = await harness({ sluice: { logger } });
     // The shape of an HTTP client's error: what it sent, credentials included.
     const client = Object.assign(new Error('Request failed with status code 402'), {

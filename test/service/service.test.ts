@@ -6,8 +6,6 @@ import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { withEnvironment } from '../../src/config/config.js';
@@ -15,6 +13,7 @@ import { Ambiguous, isInvalidArgument, loadConfig, type OperationContext } from 
 import { type Service, startService } from '../../src/service/index.js';
 import { silent } from '../helpers/engine.js';
 import { Gate } from '../helpers/gate.js';
+import { captureLog } from '../helpers/log-capture.js';
 
 const ROOT = join(import.meta.dirname, '../..');
 let dir = '';
@@ -194,22 +193,13 @@ describe('roles', () => {
     dir = mkdtempSync(join(tmpdir(), 'sluice-roles-'));
     const config = await loadConfig(join(ROOT, 'test/fixtures/sluice.config.ts'));
     const warnings = async (host: string, metricsAuth?: 'admin' | 'none') => {
-      const lines: Array<{ level: number; msg: string }> = [];
-      const logger = pino(
-        { level: 'warn' },
-        new Writable({
-          write(chunk, _encoding, done) {
-            lines.push(JSON.parse(String(chunk)));
-            done();
-          },
-        }),
-      );
+      const { logger, lines } = captureLog('warn');
       const svc = await startService(
         { ...config, http: { ...config.http, metricsAuth } },
         { role: 'api', db: join(dir, `${host}-${metricsAuth}.db`), port: 0, host, logger },
       );
       await svc.stop({ graceMs: 100 });
-      return lines.filter((l) => /GET \/metrics answers without a key/.test(l.msg)).length;
+      return lines.filter((l) => /GET \/metrics answers without a key/.test(String(l.msg))).length;
     };
     expect(await warnings('0.0.0.0')).toBe(1);
     expect(await warnings('0.0.0.0', 'admin')).toBe(0);

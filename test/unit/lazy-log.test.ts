@@ -1,21 +1,11 @@
-/**
- * An attempt's child logger (runtime/lazy-log.ts) is made on first use: asking whether a level is
- * on makes nothing, and the lines it writes carry the attempt's bindings.
- */
-import { Writable } from 'node:stream';
-import pino from 'pino';
+import type pino from 'pino';
 import { describe, expect, it, vi } from 'vitest';
 import { LazyLog } from '../../src/runtime/lazy-log.js';
+import { captureLog } from '../helpers/log-capture.js';
 
 function capture(level: pino.Level) {
-  const lines: Record<string, unknown>[] = [];
-  const stream = new Writable({
-    write(chunk, _enc, done) {
-      lines.push(JSON.parse(String(chunk)));
-      done();
-    },
-  });
-  return { parent: pino({ level }, stream), lines };
+  const { logger, lines } = captureLog(level);
+  return { parent: logger, lines };
 }
 
 describe('the lazy attempt log', () => {

@@ -34,6 +34,19 @@ const one = async (store: Store, p: Parameters<typeof submitParams>[0]) =>
 const usage = async (fx: { store: Store; clock: { now(): number } }, key: string) =>
   (await fx.store.budgetUsage({ prefix: key, since: fx.clock.now() })).find((u) => u.key === key);
 
+/** `n` operations submitted and started for the first time, counted by the claim (in `shard`). */
+async function startedFirst(store: Store, n: number, shard: number): Promise<void> {
+  await store.operationSubmitMany(Array.from({ length: n }, (_, i) => submitParams({ id: `op-${i}` })));
+  const claimed = await store.operationClaimMany({
+    class: 'default',
+    owner: 'w',
+    limit: n,
+    leaseMs: 30_000,
+    retryBudget: { bucketMs: 1000, shard },
+  });
+  expect(claimed.rows).toHaveLength(n);
+}
+
 export function admissionCases(t: CaseRegistry): void {
   t.group('class queue bound', (g) => {
     g.test(
@@ -484,17 +497,7 @@ export function admissionCases(t: CaseRegistry): void {
       'retries stay under floor + ratio × first attempts in the window; denials are counted',
       async (fx) => {
         const { store, clock } = fx;
-        await store.operationSubmitMany(
-          Array.from({ length: 20 }, (_, i) => submitParams({ id: `op-${i}` })),
-        );
-        const claimed = await store.operationClaimMany({
-          class: 'default',
-          owner: 'w',
-          limit: 20,
-          leaseMs: 30_000,
-          retryBudget: { bucketMs: 1000, shard: 3 },
-        });
-        expect(claimed.rows).toHaveLength(20);
+        await startedFirst(store, 20, 3);
         const takes: boolean[] = [];
         for (let i = 0; i < 6; i++) takes.push((await store.retryBudgetTake(budget)).allowed);
         // floor 2 + 10% of 20 first attempts = 4 retries.
@@ -520,17 +523,7 @@ export function admissionCases(t: CaseRegistry): void {
     g.test(
       'a fractional bound is not rounded up, nor one a rounding error puts under a whole down',
       async ({ store }) => {
-        await store.operationSubmitMany(
-          Array.from({ length: 100 }, (_, i) => submitParams({ id: `op-${i}` })),
-        );
-        const claimed = await store.operationClaimMany({
-          class: 'default',
-          owner: 'w',
-          limit: 100,
-          leaseMs: 30_000,
-          retryBudget: { bucketMs: 1000, shard: 0 },
-        });
-        expect(claimed.rows).toHaveLength(100);
+        await startedFirst(store, 100, 0);
         // Retries taken so far, in all, after asking `n` more times under another bound.
         let taken = 0;
         const ask = async (ratio: number, n: number) => {
