@@ -13,7 +13,13 @@
  */
 import type pg from 'pg';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { isInvalidArgument, isOperationConflict, isStoreError } from '../../src/index.js';
+import {
+  isInvalidArgument,
+  isOperationConflict,
+  isStoreError,
+  type PostgresStore,
+  type Store,
+} from '../../src/index.js';
 import { ProviderStub } from '../../src/testing/index.js';
 import { defineCharge } from '../helpers/charge-kind.js';
 import { type Harness, harness } from '../helpers/engine.js';
@@ -167,6 +173,76 @@ describe('transactional submit (PostgreSQL, engine level)', () => {
     expect((await sluice.list()).operations).toHaveLength(1);
   });
 
+  it('leaves the class free while the transaction stays open: other tenants submit, workers claim', async () => {
+    const { sluice, store } = await engine();
+    const app = await appClient();
+    await app.query('BEGIN');
+    expect((await sluice.submit(request('held-1', 1), { tx: app })).created).toBe(true);
+    // From here to its COMMIT the transaction stays open. Until migration 31 it held the class's
+    // counter row, and this submit and every claim of the class waited for it.
+    sluice.worker().start();
+    expect((await sluice.submit({ ...request('free-1', 2), tenant: 'South' })).created).toBe(true);
+    const free = await sluice.wait({ tenant: 'South', id: 'free-1' }, { timeoutMs: 20_000 });
+    expect(free.state).toBe('succeeded');
+    expect(await store.classStats()).toEqual([{ class: 'default', waiting: 0 }]);
+
+    await app.query('COMMIT');
+    const held = await sluice.wait({ tenant: 'North', id: 'held-1' }, { timeoutMs: 20_000 });
+    expect(held.state).toBe('succeeded');
+    expect(provider.calls).toBe(2);
+    // Counted in as a delta, counted out of the class row by its claim: none waiting in all.
+    expect(await store.classStats()).toEqual([{ class: 'default', waiting: 0 }]);
+    expect(await deltas(store)).toEqual([{ waiting: 1 }]);
+  });
+
+  it("counts the class's bound with the committed deltas, and the rescuer folds them in", async () => {
+    h = await harness({
+      store: db.store({ poolSize: 4 }),
+      sluice: { classes: { default: { maxQueued: 4 } } },
+    });
+    provider = new ProviderStub();
+    defineCharge(h.sluice, provider);
+    const { sluice, store } = h;
+    const [app, other] = [await appClient(), await appClient()];
+    await app.query('BEGIN');
+    const batch = await sluice.submitMany([request('b-1', 1), request('b-2', 2)], { tx: app });
+    expect(batch.map((r) => r.ok)).toEqual([true, true]);
+    expect((await sluice.submit(request('b-3', 3), { tx: app })).created).toBe(true);
+    await app.query('COMMIT');
+    // One delta row for the transaction's backend, and no class row yet (the class is new): the
+    // readers find the class by its deltas.
+    expect(await deltas(store)).toEqual([{ waiting: 3 }]);
+    expect(await classRow(store)).toBeUndefined();
+    expect(await store.classStats()).toEqual([{ class: 'default', waiting: 3 }]);
+    expect(await store.queueStats({ tenant: 'North' })).toEqual([
+      { class: 'default', tenant: 'North', waiting: 3, running: 0 },
+    ]);
+
+    // A fourth in a transaction left open: the fold skips the row that transaction holds.
+    await other.query('BEGIN');
+    expect((await sluice.submit(request('b-4', 4), { tx: other })).created).toBe(true);
+    await store.leaseRescue({ maxLeaseExpiries: 3, limit: 10 });
+    expect(await classRow(store)).toBe(3);
+    expect(await deltas(store)).toEqual([]);
+    await other.query('COMMIT');
+    expect(await deltas(store)).toEqual([{ waiting: 1 }]);
+    expect(await store.classStats()).toEqual([{ class: 'default', waiting: 4 }]);
+
+    // Full, counted either way: refused inside a transaction and outside one.
+    await app.query('BEGIN');
+    const inside = await sluice.submit(request('b-5', 5), { tx: app }).catch((e) => e);
+    await app.query('ROLLBACK');
+    const outside = await sluice.submit(request('b-6', 6)).catch((e) => e);
+    expect([inside.code, outside.code]).toEqual(['class-queue-full', 'class-queue-full']);
+
+    await store.leaseRescue({ maxLeaseExpiries: 3, limit: 10 });
+    expect(await deltas(store)).toEqual([]);
+    expect(await classRow(store)).toBe(4);
+    expect(await store.classStats()).toEqual([{ class: 'default', waiting: 4 }]);
+    const again = await sluice.submit(request('b-6', 6)).catch((e) => e);
+    expect(again.code).toBe('class-queue-full');
+  });
+
   it('accepts a client outside any transaction: the submit commits on its own at once', async () => {
     const { sluice } = await engine();
     const app = await appClient();
@@ -202,6 +278,17 @@ describe('transactional submit (PostgreSQL, engine level)', () => {
     expect(await store.queueStats()).toEqual([]);
   });
 });
+
+/** The class deltas of transactional submits not yet folded into the class row. */
+const deltas = (store: Store) =>
+  (store as PostgresStore).context.query<{ waiting: number }>(
+    'SELECT waiting FROM {s}.class_deltas ORDER BY backend',
+  );
+
+/** The class row's own count, without the deltas. */
+const classRow = async (store: Store) =>
+  (await (store as PostgresStore).context.query<{ waiting: number }>('SELECT waiting FROM {s}.classes'))[0]
+    ?.waiting;
 
 /** Resolves once the server reports `client`'s backend waiting on a lock; fails after a guard. */
 async function waitUntilBlocked(client: pg.Client, guardMs = 10_000): Promise<void> {

@@ -14,6 +14,9 @@
  * row (tenant caps), the class row (`maxQueued`), the budget rows (spend, call rate), an
  * advisory lock for retry-budget takes. migrations/0002_admission.sql gives the lock order, and
  * 0024_budget_lock_order.sql its form for batches (every operation row, then every budget row).
+ * The one exception is a submit inside the caller's transaction: it reads the class bound without
+ * the lock and counts its class as a delta, so that the caller's open transaction never holds
+ * the row every submit and claim of the class moves (0031_class_deltas.sql).
  */
 import type { Store } from '../store.js';
 import type { ListParams, QueueStat, SubmitOutcome, SubmitParams } from '../types.js';
@@ -157,7 +160,8 @@ export function postgresStore(options: PostgresOptions): PostgresStore {
         ])
       ).map(toEventRow),
     queueStats: ({ tenant, holdingWork = false } = {}) =>
-      // One tenant's rows by the queues' key, through `classes`, not a scan of every tenant's.
+      // One tenant's rows by the queues' key, through the classes, not a scan of every tenant's
+      // (a class first seen in a transactional submit has deltas before it has a row).
       tenant === undefined
         ? ctx.query<QueueStat>(
             `SELECT class, tenant, waiting, running FROM {s}.queues
@@ -165,13 +169,20 @@ export function postgresStore(options: PostgresOptions): PostgresStore {
             [holdingWork],
           )
         : ctx.query<QueueStat>(
-            `SELECT q.class, q.tenant, q.waiting, q.running FROM {s}.classes c
-               JOIN {s}.queues q ON q.class = c.class AND q.tenant = $1
+            `SELECT q.class, q.tenant, q.waiting, q.running
+               FROM (SELECT class FROM {s}.classes UNION SELECT class FROM {s}.class_deltas) c
+               JOIN LATERAL (SELECT * FROM {s}.queues x WHERE x.class = c.class AND x.tenant = $1 OFFSET 0) q
+                 ON true
               WHERE NOT $2::boolean OR q.waiting > 0 OR q.running > 0 ORDER BY q.class`,
             [tenant, holdingWork],
           ),
     classStats: () =>
-      ctx.query<{ class: string; waiting: number }>('SELECT class, waiting FROM {s}.classes ORDER BY class'),
+      // The class rows and the transactional submits' deltas not yet folded into them.
+      ctx.query<{ class: string; waiting: number }>(
+        `SELECT c.class, sum(c.waiting)::integer AS waiting
+           FROM (SELECT class, waiting FROM {s}.classes UNION ALL SELECT class, waiting FROM {s}.class_deltas) c
+          GROUP BY c.class ORDER BY c.class`,
+      ),
     secret: async (name) =>
       (await ctx.query<{ value: string }>('SELECT value FROM {s}.secrets WHERE name = $1', [name]))[0]?.value,
     operationClaimMany: (p) => claimMany(ctx, p),

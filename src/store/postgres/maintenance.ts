@@ -48,8 +48,13 @@ function maintenanceTx<T>(ctx: PgContext, fn: (q: Query) => Promise<T>): Promise
   return ctx.tx(fn, { planEach: true });
 }
 
-/** Moves up to `p.limit` operations whose lease expired back to the queue, or parks them. */
-export function rescue(ctx: PgContext, p: RescueParams): Promise<RescuedOperation[]> {
+/**
+ * Moves up to `p.limit` operations whose lease expired back to the queue, or parks them. First,
+ * in a transaction of its own (it locks class rows before the rows it folds), the committed
+ * class deltas of transactional submits go into their class rows, so that they stay few.
+ */
+export async function rescue(ctx: PgContext, p: RescueParams): Promise<RescuedOperation[]> {
+  await ctx.query('SELECT {s}.class_deltas_fold()');
   return maintenanceTx(ctx, async (q) => {
     const expired = await q<Expired>(
       `SELECT o.*, t.now AS tx_now FROM (SELECT {s}.now_ms($1::bigint) AS now) t, {s}.operations o

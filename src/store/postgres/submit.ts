@@ -10,7 +10,9 @@
  *
  * Transactional submit: with `client`, the call runs on the caller's connection inside the
  * caller's open transaction (no BEGIN/COMMIT of its own, no retry): the operations exist if and
- * only if that transaction commits, and the wake-up NOTIFY is delivered with its commit.
+ * only if that transaction commits, and the wake-up NOTIFY is delivered with its commit. It holds
+ * the tenant's queue row until then, but not the class row every submit and claim of the class
+ * moves: the class is counted as a delta of its own, its bound read without a lock (migration 31).
  */
 import type pg from 'pg';
 import { InvalidArgument } from '../../core/errors/index.js';
@@ -27,14 +29,14 @@ const COLUMNS = `r.status, r.digest_matches, r.reason, r.counted_waiting, r.coun
 const SQL_BATCH = `SELECT ${COLUMNS}
   FROM {s}.submit_many($1, $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
                        $8::integer[], $9::bigint[], $10::bigint[], $11::boolean[], $12::float8[],
-                       $13::integer[], $14::integer[], $15::integer[], $16)
+                       $13::integer[], $14::integer[], $15::integer[], $16, $17)
        WITH ORDINALITY AS r(status, digest_matches, reason, counted_waiting, counted_running, op, ord)
  ORDER BY r.ord`;
 // One item: the single-submit function, with scalar arguments and the fewest statements (a
 // set-based statement pays for its planning only over a batch).
 const SQL_ONE = `SELECT ${COLUMNS}
   FROM {s}.submit_one($1, $2, $3, $4, $5, $6, $7, $8::integer, $9::bigint, $10::bigint, $11::boolean, $12::float8,
-                      $13::integer, $14::integer, $15::integer, $16) r`;
+                      $13::integer, $14::integer, $15::integer, $16, $17) r`;
 
 export interface SubmitOptions {
   /** A connection inside an open transaction: the submit commits or rolls back with it. */
@@ -51,6 +53,10 @@ export async function submitMany(
 ): Promise<SubmitOutcome[]> {
   if (items.length === 0) return [];
   const one = items.length === 1;
+  const client = options.client ?? (options.tx as pg.ClientBase | undefined);
+  if (client !== undefined && typeof (client as { query?: unknown }).query !== 'function') {
+    throw new InvalidArgument('tx must be a pg client (PoolClient or Client) inside an open transaction');
+  }
   // Arrays of the items' fields for the batch function, the fields themselves for a single item.
   const field = <T>(get: (i: SubmitParams) => T): T | T[] => (one ? get(items[0]!) : items.map(get));
   const values = [
@@ -70,11 +76,9 @@ export async function submitMany(
     field((i) => i.limits?.maxWaiting ?? null),
     field((i) => i.limits?.maxQueued ?? null),
     ctx.notify,
+    // In the caller's transaction the class is counted as a delta, not under its row's lock.
+    client !== undefined,
   ];
-  const client = options.client ?? (options.tx as pg.ClientBase | undefined);
-  if (client !== undefined && typeof (client as { query?: unknown }).query !== 'function') {
-    throw new InvalidArgument('tx must be a pg client (PoolClient or Client) inside an open transaction');
-  }
   const query = client ? ctx.on(client) : ctx.query;
   const rows = await query<{
     status: string;
