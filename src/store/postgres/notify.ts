@@ -14,8 +14,11 @@
  * notification on the channel, which every listener ignores, and the listener must hear it. A
  * connection pooler in transaction mode accepts LISTEN and then drops every notification (the
  * server connection that listened goes back to its pool), so without the proof a worker would
- * count on wake-ups that never come. A first LISTEN that is not heard rejects `subscribe`; the
- * engine then polls and claims on every freed slot, as with `notify: false`.
+ * count on wake-ups that never come. A LISTEN that is not heard counts as lost (`onLost`, once),
+ * and the engine polls and claims on every freed slot meanwhile, as with `notify: false`. It is
+ * tried again, every minute rather than with the outage back-off: a pooler needs an operator, not
+ * time, but a proof can also go unheard for a server too busy to deliver it within 2 s, and a
+ * worker must not stay deaf for the rest of its life for that.
  */
 import type pg from 'pg';
 import { StoreError } from '../../core/errors/index.js';
@@ -32,21 +35,26 @@ export interface SubscribeOptions {
    * transaction mode put in front meanwhile), since that needs an operator, not time.
    */
   onLost?: (error: unknown) => void;
+  /** How often a LISTEN that heard nothing is tried again. Default 60 s. */
+  deafRetryMs?: number;
 }
 
 const MIN_BACKOFF_MS = 100;
 const MAX_BACKOFF_MS = 5000;
 /** How long after its NOTIFY committed the proof must have been heard (delivery takes ~1 ms). */
 const PROOF_MS = 2000;
+/** How often a LISTEN whose proof went unheard is tried again. */
+const DEAF_RETRY_MS = 60_000;
 
 /** Errors that say the listener connected but cannot hear: trying again would not help. */
 const deaf = new WeakSet<object>();
 
 /**
- * Listens for wake-ups. Resolves once listening — or, if the database cannot be reached yet, at
- * once, and keeps trying in the background with back-off (a worker started during an outage
- * must not stay deaf after it, and `onLost` says so before this resolves); `onReconnect` is
- * called whenever listening starts late or again.
+ * Listens for wake-ups. Resolves once listening — or, if it cannot listen yet (the database out
+ * of reach, a LISTEN that hears nothing), at once, and keeps trying in the background (a worker
+ * started during an outage must not stay deaf after it, and `onLost` says so before this
+ * resolves); `onReconnect` is called whenever listening starts late or again. Rejects only behind
+ * a transaction pooler without `listenUrl`, where no later try could hear anything.
  * The returned function stops listening and closes the connection.
  */
 export async function subscribe(
@@ -143,15 +151,22 @@ export async function subscribe(
         if (closed) return void (await stop());
         options.onReconnect?.();
       } catch (error) {
-        if (deaf.has(error as object) && !toldDeaf && !closed) {
-          toldDeaf = true;
-          options.onLost?.(error);
-        }
-        backoff = Math.min(MAX_BACKOFF_MS, backoff * 2);
-        schedule();
+        unheard(error);
       }
     }, backoff);
     timer.unref();
+  };
+
+  /** A connection that could not be made, or made and deaf: told once, tried again later. */
+  const unheard = (error: unknown) => {
+    const isDeaf = deaf.has(error as object);
+    if (isDeaf && !toldDeaf && !closed) {
+      toldDeaf = true;
+      options.onLost?.(error);
+    }
+    if (isDeaf) backoff = options.deafRetryMs ?? DEAF_RETRY_MS;
+    schedule();
+    if (!isDeaf) backoff = Math.min(MAX_BACKOFF_MS, backoff * 2);
   };
 
   const stop = async () => {
@@ -163,9 +178,8 @@ export async function subscribe(
   try {
     await connect();
   } catch (error) {
-    if (deaf.has(error as object)) throw error;
-    options.onLost?.(error);
-    schedule();
+    if (!deaf.has(error as object)) options.onLost?.(error);
+    unheard(error);
   }
   return async () => {
     closed = true;
