@@ -1527,6 +1527,8 @@ describe('errors', () => {
     expect(reason(pgError('08006'))).toBe('store-unavailable');
     expect(reason(pgError('57P01'))).toBe('store-unavailable');
     expect(reason(pgError('57P03'))).toBe('store-unavailable');
+    for (const code of ['25006', '3D000', '28000', '28P01', '53100', '53200', '57P05', '25P03'])
+      expect([code, reason(pgError(code))]).toEqual([code, 'store-unavailable']);
     expect(reason(pgError('40001'))).toBe('store-serialization');
     expect(reason(pgError('40P01'))).toBe('store-serialization');
     expect(reason(pgError('55P03'))).toBe('store-busy');

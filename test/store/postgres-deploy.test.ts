@@ -171,6 +171,28 @@ describe('server settings', () => {
     expect(String((refused as Error).message)).toMatch(/read-only/);
   });
 
+  it('answers writes on a read-only server, and calls to a database not there, as store-unavailable', async () => {
+    const schema = db.freshSchema();
+    await db.store({ schema }).migrate();
+    // A standby after a switchover takes no writes: retry later (503), not a failure of Sluice (500).
+    const standby = db.store({
+      schema,
+      connectionString: withSettings({ default_transaction_read_only: 'on' }),
+    });
+    const write = await standby.operationSubmitMany([item('North', 'ro-1')]).catch((e: unknown) => e);
+    expect(write).toMatchObject({ code: 'store-unavailable', retryable: true });
+    expect(String((write as Error).message)).toMatch(/PostgreSQL 25006/);
+    // Reads still answer there.
+    expect(await standby.operationGet({ tenant: 'North', id: 'ro-1' })).toBeUndefined();
+    const gone = new URL(db.url);
+    gone.pathname = `/sluice_absent_${randomBytes(4).toString('hex')}`;
+    const absent = db.store({ schema, connectionString: gone.toString() });
+    const read = await absent.operationGet({ tenant: 'North', id: 'x' }).catch((e: unknown) => e);
+    expect(read).toMatchObject({ code: 'store-unavailable', retryable: true });
+    expect(String((read as Error).message)).toMatch(/PostgreSQL 3D000/);
+    await db.closeStores();
+  });
+
   it('never lets concurrent retry takes exceed the budget under default_transaction_isolation = repeatable read', async () => {
     const clock = new FakeClock();
     const schema = db.freshSchema();

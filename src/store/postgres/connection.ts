@@ -287,7 +287,9 @@ export function openPostgres(options: PostgresOptions): PgContext {
    * Returns a client to the pool after a failed statement. A SQL error the server sent leaves
    * the connection usable; anything else (a lost socket, a protocol error) may not, and a
    * prepared statement gone stale (a migration changed a table under it: 0A000, 26000) would
-   * fail again on that connection, so such a connection is destroyed, not handed on.
+   * fail again on that connection, so such a connection is destroyed, not handed on. So is one
+   * that found its server read-only (25006): after a switchover the old primary takes no more
+   * writes, and a new connection reaches the new one where DNS or a proxy now points.
    */
   const releaseAfter = (client: pg.PoolClient, error: unknown) => {
     const code = (error as { code?: unknown } | null)?.code;
@@ -297,7 +299,8 @@ export function openPostgres(options: PostgresOptions): PgContext {
       !code.startsWith('08') &&
       !code.startsWith('57P') &&
       code !== '0A000' &&
-      code !== '26000';
+      code !== '26000' &&
+      code !== '25006';
     client.release(usable ? undefined : error instanceof Error ? error : new Error(String(error)));
   };
 

@@ -1,8 +1,9 @@
 /**
  * @module store/postgres/errors
  * Maps node-postgres failures to the store's closed set of reasons, so the engine never looks
- * at a SQLSTATE: a lost or refused connection is `unavailable` (the engine backs off and tries
- * again), a deadlock or serialization failure is `serialization` (the whole transaction rolled
+ * at a SQLSTATE: a lost or refused connection, or a server that cannot take writes now (read-only
+ * after a failover, out of disk or memory), is `unavailable` (the engine backs off and tries
+ * again; the HTTP API answers 503 with `Retry-After`, not a 500 that says Sluice failed), a deadlock or serialization failure is `serialization` (the whole transaction rolled
  * back: safe to run again), a lock wait refused is `busy`, a cancelled statement is
  * `statement-timeout`, a duplicate key is `unique-violation`. Anything else is `unknown`.
  */
@@ -34,6 +35,14 @@ function reasonOfSqlState(code: string): StoreErrorReason | undefined {
     case '57P02': // crash_shutdown
     case '57P03': // cannot_connect_now (starting up, shutting down, in recovery)
     case '53300': // too_many_connections
+    case '57P05': // idle_session_timeout (the server closed the connection)
+    case '25P03': // idle_in_transaction_session_timeout (likewise)
+    case '25006': // read_only_sql_transaction: a standby, after a failover or switchover
+    case '3D000': // invalid_catalog_name: the database is not there (dropped, or not yet made)
+    case '28000': // invalid_authorization_specification (a login refused: pg_hba, a role)
+    case '28P01': // invalid_password (credentials rotated under a running process)
+    case '53100': // disk_full
+    case '53200': // out_of_memory
       return 'unavailable';
     case '40001': // serialization_failure
     case '40P01': // deadlock_detected
