@@ -413,7 +413,10 @@ async function execute(
         maxCalls: kind.limits.maxProviderCalls,
         maxResultBytes: kind.limits.maxResultBytes,
         lastAttempt: row.attempt >= row.maxAttempts,
-        charges: (provider, cost) => chargesFor(env.providers, provider, row.tenant, cost),
+        charges: (provider, cost) => {
+          warnUnbudgeted(env.providers, provider, env.log);
+          return chargesFor(env.providers, provider, row.tenant, cost);
+        },
         failpointInfo: { tenant: row.tenant, id: row.id, attempt: row.attempt },
         marks,
         checkAlive,
@@ -605,6 +608,29 @@ function describe(value: unknown): string {
     // An object without a prototype has no toString.
     return Object.prototype.toString.call(value);
   }
+}
+
+/** Provider names already warned about, per set of budgets (one engine's). */
+const warned = new WeakMap<ProviderBudgets, Set<string>>();
+
+/**
+ * An effect that names a provider with no budgets, where other providers have some, is most
+ * likely a typo (`'stripe'` for `'Stripe'`): its calls would go uncounted against any budget,
+ * silently. Told once per name and engine, at `warn`; where no provider has budgets, a provider
+ * name is a metrics label only and nothing is said.
+ */
+function warnUnbudgeted(budgets: ProviderBudgets, provider: string | undefined, log: Logger): void {
+  if (provider === undefined || Object.hasOwn(budgets, provider)) return;
+  const names = Object.keys(budgets);
+  if (names.length === 0) return;
+  const seen = warned.get(budgets) ?? new Set<string>();
+  warned.set(budgets, seen);
+  if (seen.has(provider) || seen.size >= 100) return;
+  seen.add(provider);
+  log.warn(
+    { provider, budgeted: names.slice(0, 20) },
+    'an effect names a provider with no budgets: its calls count against none',
+  );
 }
 
 function logFailure(log: Logger, error: unknown): void {

@@ -10,6 +10,7 @@ import { z } from 'zod';
 import { isTerminal, Sluice, sqliteStore } from '../../src/index.js';
 import { FakeClock, ProviderStub } from '../../src/testing/index.js';
 import { type Harness, harness, silent } from '../helpers/engine.js';
+import { captureLog } from '../helpers/log-capture.js';
 
 const HOUR = 3_600_000;
 
@@ -46,8 +47,9 @@ describe('spend budgets', () => {
   afterEach(async () => h?.close());
 
   it("refuses an effect's cost out of range before sending, budgeted provider or not", async () => {
+    const { logger, lines } = captureLog('warn');
     h = await harness({
-      sluice: { providers: { payments: { perTenant: { limit: 5000, windowMs: HOUR } } } },
+      sluice: { logger, providers: { payments: { perTenant: { limit: 5000, windowMs: HOUR } } } },
     });
     const provider = new ProviderStub();
     h.sluice.define('priced', {
@@ -95,6 +97,13 @@ describe('spend budgets', () => {
     );
     // Only the two in range were sent.
     expect(provider.calls).toBe(2);
+    // A provider with no budgets, where another has some (a typo, most likely), is told once per
+    // name, however many effects name it; the budgeted one, never.
+    const told = lines.filter((l) => String(l.msg).startsWith('an effect names a provider with no budgets'));
+    expect(told.map((l) => [l.provider, l.budgeted])).toEqual([
+      ['unbudgeted', ['payments']],
+      ['constructor', ['payments']],
+    ]);
   });
 
   it('fails at once a charge over the whole limit, even where exhaustion waits', async () => {
