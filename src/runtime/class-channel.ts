@@ -18,10 +18,17 @@
  * store call is then always the one in the way, and it costs nearly as much for 16 operations as
  * for 32, while the replies wait for this process's CPU. With one effect per operation, whose
  * journal calls could overlap another half's, it measured slower too (docs/benchmarks.md).
+ *
+ * A call carrying a claim that failed may have committed all the same, its answer lost with the
+ * connection: the operations it took are leased to this worker, which does not know of them, and
+ * would wait out their lease (30 s by default) and lose an attempt to its expiry. So the next claim
+ * first reads the leases this worker holds in the class and releases those it is not running
+ * (`released`: back to the queue, the attempt given back), then claims; until that succeeds, ends
+ * go alone.
  */
 
 import type { Store } from '../store/store.js';
-import type { ClaimParams, ClaimResult, FinishParams } from '../store/types.js';
+import type { ClaimParams, ClaimResult, FinishParams, LeaseRef } from '../store/types.js';
 import { nextTurn } from './batcher.js';
 
 /** What a claim made through the channel asked for and got. */
@@ -48,6 +55,10 @@ export interface ChannelHooks {
    * `asked`: a `claim()` caller was in the call, and hears what it got.
    */
   launch(result: ClaimResult, limit: number, asked: boolean): void;
+  /** Whether this worker is running the attempt that holds `lease`. */
+  running(lease: LeaseRef): boolean;
+  /** Leases a claim took without its answer, released by the next claim before it claimed. */
+  recovered(released: LeaseRef[]): void;
 }
 
 interface End {
@@ -74,6 +85,8 @@ export class ClassChannel {
    * whatever made the claim fail cannot keep the ends from being written.
    */
   private claimSuspect = false;
+  /** A call carrying a claim failed: it may have taken operations whose answer never came. */
+  private unanswered = false;
   private readonly kick = nextTurn(() => this.pump(0));
   private idleWaiters: Array<() => void> = [];
 
@@ -118,7 +131,10 @@ export class ClassChannel {
     if (!this.ending && this.ends.length > 0) {
       const ends = this.ends.splice(0, this.maxEnds);
       const wanted =
-        !this.claiming && !this.claimSuspect && (this.askers.length > 0 || this.hooks.refill(ends));
+        !this.claiming &&
+        !this.claimSuspect &&
+        !this.unanswered &&
+        (this.askers.length > 0 || this.hooks.refill(ends));
       const limit = wanted ? Math.max(0, this.hooks.room(ends.length + written)) : 0;
       void this.call(ends, limit > 0 ? this.askers.splice(0) : [], limit);
     }
@@ -139,11 +155,14 @@ export class ClassChannel {
     let claim: ClaimResult | undefined;
     try {
       if (limit <= 0) finished = await this.store.attemptFinishMany(items);
-      else if (ends.length === 0) claim = await this.store.operationClaimMany(this.hooks.claimParams(limit));
-      else
+      else if (ends.length === 0) {
+        if (this.unanswered) await this.releaseUnanswered();
+        claim = await this.store.operationClaimMany(this.hooks.claimParams(limit));
+      } else
         ({ finished, claim } = await this.store.attemptFinishAndClaim(items, this.hooks.claimParams(limit)));
     } catch (error) {
       if (ends.length > 0 && limit > 0) this.claimSuspect = true;
+      if (limit > 0) this.unanswered = true;
       this.settle(ends, limit);
       this.pump(0);
       for (const e of ends) e.reject(error);
@@ -162,6 +181,21 @@ export class ClassChannel {
     for (const [i, e] of ends.entries()) e.resolve({ accepted: finished[i] === true, refilled });
     const batch = { limit, claimed: claim?.rows.length ?? 0, contended: claim?.contended === true };
     for (const a of askers) a.resolve(batch);
+  }
+
+  /** Releases the leases a failed claim may have taken unknown to this worker (module header). */
+  private async releaseUnanswered(): Promise<void> {
+    const { owner, class: cls } = this.hooks.claimParams(0);
+    const unknown = (await this.store.leasesHeld({ owner, class: cls })).filter(
+      (l) => !this.hooks.running(l),
+    );
+    if (unknown.length > 0) {
+      const accepted = await this.store.attemptFinishMany(
+        unknown.map((lease) => ({ lease, outcome: 'released' as const })),
+      );
+      this.hooks.recovered(unknown.filter((_, i) => accepted[i] === true));
+    }
+    this.unanswered = false;
   }
 
   private settle(ends: End[], limit: number): void {

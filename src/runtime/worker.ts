@@ -47,7 +47,7 @@ import type {
   OperationRow,
   Settled,
 } from '../store/types.js';
-import { type AttemptReport, type AttemptStop, runAttempt } from './attempt.js';
+import { type AttemptReport, type AttemptStop, operationKey, runAttempt } from './attempt.js';
 import { Batcher } from './batcher.js';
 import { type ClaimedBatch, ClassChannel, type EndWritten } from './class-channel.js';
 import type { Kind } from './kinds.js';
@@ -160,6 +160,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly shard = Math.floor(Math.random() * 16);
   private readonly slots: Map<string, number>;
   private readonly activeByClass = new Map<string, number>();
+  /** The operations this worker is running, by `operationKey`: from launch to the attempt's settling. */
+  private readonly runningKeys = new Set<string>();
   /** Per class: the last claim filled every free slot, so more work may be waiting. */
   private readonly slotBound = new Map<string, boolean>();
   /** Other processes' new work reaches this worker as a wake-up (the store announces work). */
@@ -397,6 +399,16 @@ export class Worker extends EventEmitter<WorkerEvents> {
         // the loop asked for, it retries itself after a pause).
         if (result.contended && !asked) this.env.wakeup.notify(cls);
       },
+      running: (lease) => this.runningKeys.has(operationKey(lease.tenant, lease.id)),
+      recovered: (released) => {
+        // Which operations, so a line can be followed to them (the first 20).
+        const operations = released.slice(0, 20).map((l) => ({ tenant: l.tenant, operation: l.id }));
+        this.log.warn(
+          { class: cls, released: released.length, operations },
+          'released operations a claim took without its answer reaching this worker',
+        );
+        this.env.wakeup.notify(cls);
+      },
     });
   }
 
@@ -439,6 +451,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   private launch(cls: string, row: OperationRow, claimNow: number, capped: boolean): void {
     this.activeByClass.set(cls, this.active(cls) + 1);
+    const key = operationKey(row.tenant, row.id);
+    this.runningKeys.add(key);
     const started = performance.now();
     // Whether the end's write also claimed for this slot: then the slot needs no wake-up.
     let refilled = false;
@@ -496,6 +510,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       })
       .finally(() => {
         this.activeByClass.set(cls, this.active(cls) - 1);
+        this.runningKeys.delete(key);
         this.inflight.delete(run);
         if (!refilled && (!this.announced || capped || this.slotBound.get(cls))) this.env.wakeup.notify(cls);
         if (this.inflight.size === 0) this.emit('idle');

@@ -118,6 +118,12 @@ export interface Store {
   operationClaimMany(params: ClaimParams): Promise<ClaimResult>;
   /** Heartbeat: extends each lease still held; reports lost leases and cancel requests. */
   leaseExtendMany(params: { leases: LeaseRef[]; leaseMs: number }): Promise<LeaseStatus[]>;
+  /**
+   * The leases `owner` holds on running operations of `class`. A worker whose claim failed with
+   * no answer reads them to find what that claim may have taken without its reply (the worker
+   * releases those it is not running, rather than leave them to their lease's expiry).
+   */
+  leasesHeld(params: { owner: string; class: string }): Promise<LeaseRef[]>;
   /** Ends attempts. Returns, per item, whether the fenced write took effect. */
   attemptFinishMany(items: FinishParams[]): Promise<boolean[]>;
   /**

@@ -5,18 +5,29 @@
 import { describe, expect, it } from 'vitest';
 import { ClassChannel } from '../../src/runtime/class-channel.js';
 import type { Store } from '../../src/store/store.js';
-import type { ClaimParams, ClaimResult, FinishParams, OperationRow } from '../../src/store/types.js';
+import type {
+  ClaimParams,
+  ClaimResult,
+  FinishParams,
+  LeaseRef,
+  OperationRow,
+} from '../../src/store/types.js';
 
 interface Call {
   method: 'attemptFinishMany' | 'operationClaimMany' | 'attemptFinishAndClaim';
   ends: number;
+  items: FinishParams[];
   limit: number;
   answer(rows?: number): void;
   fail(error: unknown): void;
 }
 
-/** A store that records each hot-loop call and answers it when the test says so. */
-function heldStore(): { store: Store; calls: Call[] } {
+/**
+ * A store that records each hot-loop call and answers it when the test says so. `leases`: what
+ * `leasesHeld` answers, at once.
+ */
+function heldStore(leases: LeaseRef[] = []): { store: Store; calls: Call[]; reads: number } {
+  const reads = { n: 0 };
   const calls: Call[] = [];
   const claimOf = (p: ClaimParams, rows: number): ClaimResult => ({
     now: 0,
@@ -32,6 +43,7 @@ function heldStore(): { store: Store; calls: Call[] } {
       calls.push({
         method,
         ends: ends.length,
+        items: ends,
         limit: p?.limit ?? 0,
         answer: (rows = 0) => resolve(make(rows)),
         fail: reject,
@@ -46,8 +58,18 @@ function heldStore(): { store: Store; calls: Call[] } {
         finished: items.map(() => true),
         claim: claimOf(p, rows),
       })),
+    leasesHeld: async () => {
+      reads.n++;
+      return leases;
+    },
   } as unknown as Store;
-  return { store, calls };
+  return {
+    store,
+    calls,
+    get reads() {
+      return reads.n;
+    },
+  };
 }
 
 const end = (id: string): FinishParams => ({
@@ -56,9 +78,13 @@ const end = (id: string): FinishParams => ({
   result: null,
 });
 
-/** A channel for `slots` slots of which `running` are taken; `refill` says whether ends claim. */
-function channel(store: Store, o: { slots: number; running: number; refill: boolean }) {
+/**
+ * A channel for `slots` slots of which `running` are taken; `refill` says whether ends claim;
+ * `mine`: the operations the worker runs (for the leases it holds).
+ */
+function channel(store: Store, o: { slots: number; running: number; refill: boolean; mine?: string[] }) {
   const launched: string[] = [];
+  const recovered: string[] = [];
   const state = { running: o.running };
   const ch = new ClassChannel(store, {
     room: (ending) => o.slots - state.running + ending,
@@ -68,8 +94,10 @@ function channel(store: Store, o: { slots: number; running: number; refill: bool
       state.running += result.rows.length;
       launched.push(...result.rows.map((r) => r.id));
     },
+    running: (lease) => (o.mine ?? []).includes(lease.id),
+    recovered: (released) => recovered.push(...released.map((l) => l.id)),
   });
-  return { ch, launched, state };
+  return { ch, launched, state, recovered };
 }
 
 const settled = () => new Promise((resolve) => setImmediate(resolve));
@@ -133,8 +161,10 @@ describe('the class channel', () => {
     calls[1]!.answer();
     expect(await again).toEqual({ accepted: true, refilled: false });
     state.running = 3; // the attempt released its slot
-    // A claim of its own succeeds: ends carry claims again.
+    // A claim of its own succeeds (after looking for what the failed one may have taken): ends
+    // carry claims again.
     const claimed = ch.claim();
+    await settled();
     calls[2]!.answer(0);
     await claimed;
     const later = ch.finish(end('b'), false);
@@ -142,6 +172,55 @@ describe('the class channel', () => {
     expect(calls.map((c) => c.method)[3]).toBe('attemptFinishAndClaim');
     calls[3]!.answer(0);
     expect(await later).toEqual({ accepted: true, refilled: true });
+  });
+
+  it('releases what a claim without an answer took before it claims again; ends go alone meanwhile', async () => {
+    // The store holds two leases of this worker's: one it runs, one a lost answer took.
+    const leases = [
+      { tenant: 'T', id: 'mine', epoch: 3 },
+      { tenant: 'T', id: 'taken', epoch: 9 },
+    ];
+    const st = heldStore(leases);
+    const { ch, launched, recovered } = channel(st.store, {
+      slots: 4,
+      running: 1,
+      refill: true,
+      mine: ['mine'],
+    });
+    const lost = ch.claim();
+    await settled();
+    const gone = new Error('Connection terminated unexpectedly');
+    st.calls[0]!.fail(gone);
+    await expect(lost).rejects.toBe(gone);
+    expect(st.reads).toBe(0);
+    // Until a claim succeeds, ends do not carry one.
+    const written = ch.finish(end('mine'), false);
+    await settled();
+    expect(st.calls.map((c) => c.method)[1]).toBe('attemptFinishMany');
+    st.calls[1]!.answer();
+    expect(await written).toEqual({ accepted: true, refilled: false });
+    // The next claim reads the leases, releases the one not running here, then claims.
+    const next = ch.claim();
+    await settled();
+    expect(st.reads).toBe(1);
+    expect(st.calls[2]!.method).toBe('attemptFinishMany');
+    expect(st.calls[2]!.items).toEqual([
+      { lease: { tenant: 'T', id: 'taken', epoch: 9 }, outcome: 'released' },
+    ]);
+    st.calls[2]!.answer();
+    await settled();
+    expect(recovered).toEqual(['taken']);
+    expect(st.calls[3]!.method).toBe('operationClaimMany');
+    st.calls[3]!.answer(2);
+    expect(await next).toMatchObject({ claimed: 2 });
+    expect(launched).toEqual(['r0', 'r1']);
+    // Answered: the claim after it reads nothing first.
+    const after = ch.claim();
+    await settled();
+    expect(st.calls[4]!.method).toBe('operationClaimMany');
+    st.calls[4]!.answer(0);
+    await after;
+    expect(st.reads).toBe(1);
   });
 
   it('keeps one claim in flight: ends meanwhile go alone, a second claim waits for the first', async () => {

@@ -187,6 +187,16 @@ export function postgresStore(options: PostgresOptions): PostgresStore {
       (await ctx.query<{ value: string }>('SELECT value FROM {s}.secrets WHERE name = $1', [name]))[0]?.value,
     operationClaimMany: (p) => claimMany(ctx, p),
     leaseExtendMany: ({ leases, leaseMs }) => extendMany(ctx, leases, leaseMs),
+    leasesHeld: async ({ owner, class: cls }) =>
+      // Through the index of leased rows (as many as are running): never a scan of the table.
+      (
+        await ctx.query<{ tenant: string; id: string; epoch: string }>(
+          `SELECT tenant, id, epoch FROM {s}.operations
+            WHERE lease_expires_at IS NOT NULL AND state = 'running' AND lease_owner = $1 AND class = $2
+            ORDER BY seq`,
+          [owner, cls],
+        )
+      ).map((r) => ({ tenant: r.tenant, id: r.id, epoch: Number(r.epoch) })),
     attemptFinishMany: (items) => finishMany(ctx, items),
     attemptFinishAndClaim: (items, claim) => finishAndClaim(ctx, items, claim),
     effectBegin: (p) => effectBegin(ctx, p),

@@ -9,7 +9,7 @@ import { resolve as resolvePath } from 'node:path';
 import { systemClock } from '../../core/clock.js';
 import { InvalidArgument } from '../../core/errors/index.js';
 import type { Store } from '../store.js';
-import type { ListedOperation, ListParams, QueueStat } from '../types.js';
+import type { LeaseRef, ListedOperation, ListParams, QueueStat } from '../types.js';
 import { budgetUsage } from './budgets.js';
 import { claimMany } from './claim.js';
 import { borrowSqlite, openSqlite, type SqliteContext, type SqliteOptions } from './connection.js';
@@ -186,6 +186,18 @@ export function sqliteStore(options: SqliteOptions): SqliteStore {
       ),
     operationClaimMany: (p) => resolve(() => claimMany(ctx, p)),
     leaseExtendMany: ({ leases, leaseMs }) => resolve(() => extendMany(ctx, leases, leaseMs)),
+    leasesHeld: ({ owner, class: cls }) =>
+      resolve(() =>
+        ctx.read(
+          () =>
+            ctx
+              .stmt(
+                `SELECT tenant, id, epoch FROM operations
+                  WHERE state = 'running' AND lease_owner = ? AND class = ? ORDER BY seq`,
+              )
+              .all(owner, cls) as LeaseRef[],
+        ),
+      ),
     attemptFinishMany: (items) => resolve(() => finishMany(ctx, items)),
     // One transaction, synced for the ends: the inner writes join the outer BEGIN IMMEDIATE.
     attemptFinishAndClaim: (items, claim) =>

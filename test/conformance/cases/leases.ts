@@ -11,6 +11,7 @@ import {
   BOOM,
   claim,
   claimOne,
+  expectCountersTrue,
   expectNextEpoch,
   expireAndRescue,
   getRow,
@@ -181,6 +182,35 @@ export function leaseCases(t: CaseRegistry): void {
       });
       expect(await store.leaseExtendMany({ leases: [], leaseMs: 1 })).toEqual([]);
     });
+
+    g.test(
+      "leasesHeld lists an owner's running leases of one class; a release gives the attempt back",
+      async (fx) => {
+        const { store } = fx;
+        await store.operationSubmitMany([
+          ...['a', 'b', 'c'].map((id) => submitParamsFor(id)),
+          submitParams({ id: 'x', class: 'bulk' }),
+        ]);
+        const mine = await claim(store, { owner: 'w1', limit: 2 });
+        const theirs = await claim(store, { owner: 'w2', limit: 1 });
+        await claim(store, { owner: 'w1', class: 'bulk', limit: 1 });
+        const byId = (a: LeaseRef, b: LeaseRef) => a.id.localeCompare(b.id);
+        expect([...(await store.leasesHeld({ owner: 'w1', class: 'default' }))].sort(byId)).toEqual(
+          mine.map(leaseOf).sort(byId),
+        );
+        expect(await store.leasesHeld({ owner: 'w2', class: 'default' })).toEqual(theirs.map(leaseOf));
+        expect(await store.leasesHeld({ owner: 'w3', class: 'default' })).toEqual([]);
+        // An ended attempt holds nothing; a released one goes back to the queue, its attempt given back.
+        const [ended, lost] = mine;
+        await store.attemptFinishMany([{ lease: leaseOf(ended!), outcome: 'succeeded', result: null }]);
+        expect(await store.attemptFinishMany([{ lease: leaseOf(lost!), outcome: 'released' }])).toEqual([
+          true,
+        ]);
+        expect(await store.leasesHeld({ owner: 'w1', class: 'default' })).toEqual([]);
+        expect(await getRow(store, lost!)).toMatchObject({ state: 'queued', attempt: 0, leaseOwner: null });
+        await expectCountersTrue(store);
+      },
+    );
 
     g.test('no rescue while the lease holds; a heartbeat keeps it holding', async (fx) => {
       const { store, clock } = fx;
