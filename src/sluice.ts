@@ -33,6 +33,7 @@ import { assertOperationId, assertTenant } from './core/identity.js';
 import { ListCursors } from './core/list-cursor.js';
 import { type Operation, toOperation } from './core/operation.js';
 import { isTerminal, OPERATION_STATES, type OperationState } from './core/states.js';
+import { isStoredText } from './core/stored-text.js';
 import { deriveEffectKey, type EffectKeyFn } from './effects/effect-key.js';
 import { createEvents, type SluiceEvents } from './observability/events.js';
 import { DEFAULT_RETENTION, purgeAll, type RetentionPolicy, rescueAll } from './queue/maintenance.js';
@@ -717,7 +718,3 @@ function assertRecorded(who: { by: unknown; reason: unknown }): void {
   text('by', who.by, 200);
   text('reason', who.reason, 2000);
 }
-
-/** In Unicode mode a surrogate pair is one code point: only a lone surrogate is of category Cs. */
-const LONE_SURROGATE = /\p{Cs}/u;
-const isStoredText = (value: string) => !value.includes('\u0000') && !LONE_SURROGATE.test(value);

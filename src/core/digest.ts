@@ -8,9 +8,7 @@
 import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';
 import { InputNotJson } from './errors/index.js';
-
-/** In Unicode mode a surrogate pair is one code point: only a lone surrogate is of category Cs. */
-const LONE_SURROGATE = /\p{Cs}/u;
+import { LONE_SURROGATE } from './stored-text.js';
 
 /** The longest JSON text of a number: `-0.0000012345678901234567` (fixed notation down to 1e-6). */
 const MAX_NUMBER_TEXT = 25;

@@ -40,6 +40,7 @@ import {
   toErrorRecord,
 } from '../core/errors/index.js';
 import { jsonBytesOver } from '../core/json-size.js';
+import { isStoredText } from '../core/stored-text.js';
 import type { Queued } from '../runtime/batcher.js';
 import {
   type FailpointInfo,
@@ -138,6 +139,8 @@ export interface EffectRuntime {
   /** Called when a failpoint simulates this worker's death: the attempt writes nothing more. */
   markCrashed(): void;
   onCall?(name: string, provider: string | null, outcome: string): void;
+  /** A committed effect's reference the journal cannot keep, and why: recorded without it. */
+  onUnkeptReference?(name: string, why: string): void;
 }
 
 const NAME = /^[A-Za-z0-9_.:-]{1,100}$/;
@@ -221,7 +224,7 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
       rt.checkAlive();
       rt.onCall?.(name, options.provider ?? null, `lookup-${found.status}`);
       if (found.status === 'committed') {
-        await commit(rt, name, found.result, found.reference ?? options.reference?.(found.result) ?? null);
+        await commit(rt, name, found.result, keptReference(rt, name, found.result, options, found.reference));
         return found.result;
       }
       if (found.status === 'absent') {
@@ -301,8 +304,52 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
   rt.onCall?.(name, options.provider ?? null, 'committed');
   await hit(rt, 'effect.after-call', info);
   rt.checkAlive();
-  await commit(rt, name, result, options.reference?.(result) ?? null);
+  await commit(rt, name, result, keptReference(rt, name, result, options));
   return result;
+}
+
+/** The longest provider reference the journal keeps (as `reconcile` takes one over HTTP). */
+export const MAX_REFERENCE_CHARS = 500;
+
+/**
+ * The provider's reference for a committed effect, as the journal can keep it: the lookup's, or
+ * what `reference(result)` makes of the answer. The effect has happened by now, so a reference
+ * the journal cannot keep (not a string, longer than 500 characters, a NUL or a lone surrogate,
+ * or a `reference` that throws) is not allowed to fail its mark: written, it would fail every
+ * other attempt's mark and end in the same batch, and the effect would stay `pending` and be sent
+ * again. The effect is recorded committed without a reference, and the worker says why.
+ */
+function keptReference<T>(
+  rt: EffectRuntime,
+  name: string,
+  result: T,
+  options: EffectOptions<T>,
+  given?: string | null,
+): string | null {
+  let value: unknown = given;
+  if (value === undefined || value === null) {
+    try {
+      value = options.reference?.(result);
+    } catch (error) {
+      rt.onUnkeptReference?.(
+        name,
+        `reference() threw: ${error instanceof Error ? error.message : String(error)}`,
+      );
+      return null;
+    }
+  }
+  if (value === undefined || value === null) return null;
+  const wrong =
+    typeof value !== 'string'
+      ? `it is a ${typeof value}, not a string`
+      : value.length > MAX_REFERENCE_CHARS
+        ? `it is ${value.length} characters long, over ${MAX_REFERENCE_CHARS}`
+        : !isStoredText(value)
+          ? 'it holds a NUL or a lone surrogate'
+          : undefined;
+  if (wrong === undefined) return value as string;
+  rt.onUnkeptReference?.(name, wrong);
+  return null;
 }
 
 async function hit(rt: EffectRuntime, point: FailpointName, info: FailpointInfo): Promise<void> {

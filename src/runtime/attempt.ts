@@ -423,6 +423,11 @@ async function execute(
         markCrashed: () => {
           crashed = true;
         },
+        onUnkeptReference: (effect, why) =>
+          env.log.warn(
+            { tenant: row.tenant, operation: row.id, effect, why },
+            "an effect's reference cannot be kept; the effect is recorded committed without it",
+          ),
         onCall: (effect, provider, outcome) => {
           if (env.events.listenerCount('effect') > 0)
             env.events.emit('effect', { ...refOf(row), effect, provider, outcome });

@@ -22,7 +22,7 @@
  * A call carrying a claim that failed may have committed all the same, its answer lost with the
  * connection: the operations it took are leased to this worker, which does not know of them, and
  * would wait out their lease (30 s by default) and lose an attempt to its expiry. So the next claim
- * first reads the leases this worker holds in the class and releases those it is not running
+ * first reads the leases this worker holds in the class and releases those no attempt of it ran
  * (`released`: back to the queue, the attempt given back), then claims; until that succeeds, ends
  * go alone.
  */
@@ -55,7 +55,10 @@ export interface ChannelHooks {
    * `asked`: a `claim()` caller was in the call, and hears what it got.
    */
   launch(result: ClaimResult, limit: number, asked: boolean): void;
-  /** Whether this worker is running the attempt that holds `lease`. */
+  /**
+   * Whether an attempt of this worker runs, or ran, under `lease`: one whose end the store would
+   * not take is left to its lease's expiry, which counts the attempt (its handler ran).
+   */
   running(lease: LeaseRef): boolean;
   /** Leases a claim took without its answer, released by the next claim before it claimed. */
   recovered(released: LeaseRef[]): void;

@@ -150,6 +150,9 @@ export interface WorkerEvents {
   idle: [];
 }
 
+const leaseKey = (lease: { tenant: string; id: string; epoch: number }) =>
+  `${operationKey(lease.tenant, lease.id)}\u0000${lease.epoch}`;
+
 export class Worker extends EventEmitter<WorkerEvents> {
   readonly id: string;
   readonly tempDirs: TempDirs;
@@ -162,6 +165,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly activeByClass = new Map<string, number>();
   /** The operations this worker is running, by `operationKey`: from launch to the attempt's settling. */
   private readonly runningKeys = new Set<string>();
+  /**
+   * Leases of attempts that ran here and whose end the store would not take (by tenant, id and
+   * epoch; the latest 10,000). They are left to expire, which counts the attempt: the handler
+   * ran. Only a lease no attempt here ran is a lost claim's, released without using one.
+   */
+  private readonly endsUnwritten = new Set<string>();
   /** Per class: the last claim filled every free slot, so more work may be waiting. */
   private readonly slotBound = new Map<string, boolean>();
   /** Other processes' new work reaches this worker as a wake-up (the store announces work). */
@@ -399,7 +408,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
         // the loop asked for, it retries itself after a pause).
         if (result.contended && !asked) this.env.wakeup.notify(cls);
       },
-      running: (lease) => this.runningKeys.has(operationKey(lease.tenant, lease.id)),
+      running: (lease) =>
+        this.runningKeys.has(operationKey(lease.tenant, lease.id)) || this.endsUnwritten.has(leaseKey(lease)),
       recovered: (released) => {
         // Which operations, so a line can be followed to them (the first 20).
         const operations = released.slice(0, 20).map((l) => ({ tenant: l.tenant, operation: l.id }));
@@ -500,7 +510,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
         });
       })
       .catch((error) => {
-        if (isStoreError(error) && this.state === 'stopping') this.unwritten++;
+        if (isStoreError(error)) {
+          if (this.state === 'stopping') this.unwritten++;
+          this.endsUnwritten.add(leaseKey(row));
+          if (this.endsUnwritten.size > 10_000)
+            this.endsUnwritten.delete(this.endsUnwritten.values().next().value!);
+        }
         this.log.error(
           { err: error, operation: row.id },
           isStoreError(error)
