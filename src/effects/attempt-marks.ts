@@ -43,12 +43,16 @@ export class AttemptMarks {
   ) {}
 
   /**
-   * Queues a `committed` mark on the journal's next batch; the handler does not wait for it. The
-   * result is copied as JSON text now (core/json-text.ts), which the store keeps as it is: the
-   * handler may change the object it was given before the mark is written.
+   * Queues a mark on the journal's next batch; the handler does not wait for it. A `committed`
+   * mark's result is copied as JSON text now (core/json-text.ts), which the store keeps as it is:
+   * the handler may change the object it was given before the mark is written. (A `failed` or
+   * `absent` mark comes here only when its own write failed: it is tried again with the end.)
    */
-  add(mark: Extract<EffectMarkParams, { state: 'committed' }>): void {
-    const params = { ...mark, result: new JsonText(JSON.stringify(mark.result ?? null)) };
+  add(mark: EffectMarkParams): void {
+    const params =
+      mark.state === 'committed'
+        ? { ...mark, result: new JsonText(JSON.stringify(mark.result ?? null)) }
+        : mark;
     const written = this.journal.mark(params);
     written.then(
       (ok) => {
@@ -69,7 +73,7 @@ export class AttemptMarks {
    * step 1 of a second `ctx.effect` of the same name, whose mark may not be written yet.
    */
   committed(name: string): { result: unknown } | undefined {
-    const sent = this.#sent.find((s) => s.params.name === name);
+    const sent = this.#sent.find((s) => s.params.name === name && s.params.state === 'committed');
     return sent && { result: (sent.params as { result: JsonText }).result.value() };
   }
 

@@ -35,6 +35,7 @@ import {
   isLeaseLost,
   isPermanent,
   isRetryable,
+  isStoreError,
   LeaseLost,
   Permanent,
   toErrorRecord,
@@ -258,7 +259,7 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
   if (rt.stop.aborted) {
     // Stopped (timeout, cancel, shutdown) before the request left: nothing was sent this time,
     // so after nothing uncertain the effect is known absent, as after a definite refusal.
-    if (clean) await rt.journal.mark({ lease: rt.lease, name, state: 'absent' });
+    if (clean) await markAnswer(rt, { lease: rt.lease, name, state: 'absent' });
     rt.stop.throwIfAborted();
   }
   let result: T;
@@ -288,7 +289,7 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
     );
     // A permanent refusal is an answer: the effect did not and will not happen under this key.
     if (isPermanent(error)) {
-      await rt.journal.mark({
+      await markAnswer(rt, {
         lease: rt.lease,
         name,
         state: 'failed',
@@ -296,7 +297,7 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
       });
     } else if (isRetryable(error) && clean) {
       // A definite "not done" (a 503, nothing sent) after nothing uncertain: the effect is absent.
-      await rt.journal.mark({ lease: rt.lease, name, state: 'absent' });
+      await markAnswer(rt, { lease: rt.lease, name, state: 'absent' });
     }
     // Anything else leaves the row pending: the next attempt recovers under the same key.
     throw error;
@@ -350,6 +351,24 @@ function keptReference<T>(
   if (wrong === undefined) return value as string;
   rt.onUnkeptReference?.(name, wrong);
   return null;
+}
+
+/**
+ * Writes the provider's answer that the effect did not happen (`failed`, `absent`). One whose
+ * write fails rides with the attempt's end instead, as a `committed` mark does: the error the
+ * handler then sees is the provider's, not the store's, so a permanent refusal still ends the
+ * operation `failed` rather than being retried (and sent again) as a store outage would be.
+ */
+async function markAnswer(
+  rt: EffectRuntime,
+  mark: Exclude<EffectMarkParams, { state: 'committed' }>,
+): Promise<void> {
+  try {
+    await rt.journal.mark(mark);
+  } catch (error) {
+    if (!rt.marks || !isStoreError(error)) throw error;
+    rt.marks.add(mark);
+  }
 }
 
 async function hit(rt: EffectRuntime, point: FailpointName, info: FailpointInfo): Promise<void> {

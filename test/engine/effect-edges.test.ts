@@ -4,8 +4,12 @@
  * call, results and errors that are not JSON, a lookup that fails past the retention window,
  * and what a handler's leftovers may still do once its attempt has ended.
  */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { StoreError } from '../../src/core/errors/index.js';
 import {
   Ambiguous,
   isAttemptEnded,
@@ -15,6 +19,8 @@ import {
   Permanent,
   Retryable,
 } from '../../src/index.js';
+import { sqliteStore } from '../../src/store/sqlite/index.js';
+import type { Store } from '../../src/store/store.js';
 import { FakeClock, failpoints } from '../../src/testing/index.js';
 import { type Harness, harness } from '../helpers/engine.js';
 import { Gate } from '../helpers/gate.js';
@@ -275,6 +281,37 @@ describe('effects at the edges of a handler', () => {
     const done = await h.sluice.wait(ref('declined'));
     expect([done.state, done.attempt, made.calls]).toEqual(['failed', 1, 1]);
     const [effect] = await h.store.effectList(ref('declined'));
+    expect(effect?.state).toBe('failed');
+  });
+
+  it('fails a provider refusal at once when the write of its answer fails: the answer rides with the end', async () => {
+    const store = sqliteStore({ path: join(mkdtempSync(join(tmpdir(), 'sluice-mark-')), 'sluice.db') });
+    // The first batch of marks fails before anything is written, as an outage would fail it.
+    let failed = 0;
+    const flaky: Store = Object.create(store, {
+      effectMarkMany: {
+        value: async (items: Parameters<Store['effectMarkMany']>[0]) => {
+          if (failed++ === 0) throw new StoreError('unavailable', 'the store went away for a moment');
+          return store.effectMarkMany(items);
+        },
+      },
+    });
+    h = await harness({ store: flaky });
+    const made = chargeJob(h, async () => {
+      throw new Permanent('declined');
+    });
+    h.worker().start();
+    await h.sluice.submit({ ...ref('declined-once'), kind: 'job', input: {} });
+    const done = await h.sluice.wait(ref('declined-once'));
+    // Not retried as a store outage would be, and so not sent again: the refusal is the answer.
+    expect([failed, done.state, done.attempt, made.calls, done.error?.code]).toEqual([
+      1,
+      'failed',
+      1,
+      1,
+      'permanent-failure',
+    ]);
+    const [effect] = await h.store.effectList(ref('declined-once'));
     expect(effect?.state).toBe('failed');
   });
 
