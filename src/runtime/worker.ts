@@ -299,6 +299,18 @@ export class Worker extends EventEmitter<WorkerEvents> {
       );
       task.start();
       this.tasks.push(task);
+      const store = this.env.store;
+      if (store.countersFold) {
+        // A task of its own: a fold that fails does not hold up the rescues.
+        const fold = new PeriodicTask(
+          'fold-counters',
+          rescueIntervalMs,
+          () => store.countersFold!(),
+          this.log,
+        );
+        fold.start();
+        this.tasks.push(fold);
+      }
     }
     if (purgeIntervalMs !== false) {
       const task = new PeriodicTask(

@@ -189,6 +189,12 @@ export interface Store {
   /** Moves operations whose lease expired back to the queue, or parks them. */
   leaseRescue(params: RescueParams): Promise<RescuedOperation[]>;
   /**
+   * Optional housekeeping of counters kept in parts (PostgreSQL: the class deltas of
+   * transactional submits, folded into their class rows); returns the parts folded. Workers call
+   * it as often as the rescuer. It waits for no other transaction's rows.
+   */
+  countersFold?(): Promise<number>;
+  /**
    * Purges old terminal operations to tombstones and deletes old tombstones. The queue rows
    * (counters and fair-scheduling state, per class) of a tenant whose last operations this pass
    * purged go too: a tenant that comes back is counted in afresh by its next submit.

@@ -21,6 +21,7 @@ import {
   type Store,
 } from '../../src/index.js';
 import { ProviderStub } from '../../src/testing/index.js';
+import { submitParams } from '../conformance/fixtures.js';
 import { defineCharge } from '../helpers/charge-kind.js';
 import { type Harness, harness } from '../helpers/engine.js';
 import { usePostgres } from '../helpers/postgres.js';
@@ -195,7 +196,7 @@ describe('transactional submit (PostgreSQL, engine level)', () => {
     expect(await deltas(store)).toEqual([{ waiting: 1 }]);
   });
 
-  it("counts the class's bound with the committed deltas, and the rescuer folds them in", async () => {
+  it("counts the class's bound with the committed deltas, and the workers' fold moves them in", async () => {
     h = await harness({
       store: db.store({ poolSize: 4 }),
       sluice: { classes: { default: { maxQueued: 4 } } },
@@ -221,7 +222,7 @@ describe('transactional submit (PostgreSQL, engine level)', () => {
     // A fourth in a transaction left open: the fold skips the row that transaction holds.
     await other.query('BEGIN');
     expect((await sluice.submit(request('b-4', 4), { tx: other })).created).toBe(true);
-    await store.leaseRescue({ maxLeaseExpiries: 3, limit: 10 });
+    await store.countersFold?.();
     expect(await classRow(store)).toBe(3);
     expect(await deltas(store)).toEqual([]);
     await other.query('COMMIT');
@@ -235,12 +236,40 @@ describe('transactional submit (PostgreSQL, engine level)', () => {
     const outside = await sluice.submit(request('b-6', 6)).catch((e) => e);
     expect([inside.code, outside.code]).toEqual(['class-queue-full', 'class-queue-full']);
 
-    await store.leaseRescue({ maxLeaseExpiries: 3, limit: 10 });
+    await store.countersFold?.();
     expect(await deltas(store)).toEqual([]);
     expect(await classRow(store)).toBe(4);
     expect(await store.classStats()).toEqual([{ class: 'default', waiting: 4 }]);
     const again = await sluice.submit(request('b-6', 6)).catch((e) => e);
     expect(again.code).toBe('class-queue-full');
+  });
+
+  it('folds without waiting for a transaction that holds a class row, one class at a time', async () => {
+    const { store } = await engine();
+    const app = await appClient();
+    // Deltas in two classes, committed.
+    await app.query('BEGIN');
+    await store.operationSubmitMany(
+      [submitParams({ id: 'd-1', class: 'default' }), submitParams({ id: 'b-1', class: 'bulk' })],
+      { tx: app },
+    );
+    await app.query('COMMIT');
+    // Another transaction holds the default class's row, as a submit of a build before migration
+    // 31 held it inside its caller's transaction (the bulk class has no row yet).
+    await store.operationSubmitMany([submitParams({ id: 'd-0', class: 'default' })]);
+    const holder = await appClient();
+    await holder.query('BEGIN');
+    await holder.query(`UPDATE ${schemaOf(store)}.classes SET waiting = waiting WHERE class = 'default'`);
+    // The fold passes the held class by and folds the other, making its row.
+    expect(await store.countersFold?.()).toBe(1);
+    expect(await deltas(store)).toEqual([{ waiting: 1 }]);
+    await holder.query('COMMIT');
+    expect(await store.countersFold?.()).toBe(1);
+    expect(await deltas(store)).toEqual([]);
+    expect(await store.classStats()).toEqual([
+      { class: 'bulk', waiting: 1 },
+      { class: 'default', waiting: 2 },
+    ]);
   });
 
   it('accepts a client outside any transaction: the submit commits on its own at once', async () => {
@@ -284,6 +313,9 @@ const deltas = (store: Store) =>
   (store as PostgresStore).context.query<{ waiting: number }>(
     'SELECT waiting FROM {s}.class_deltas ORDER BY backend',
   );
+
+/** The store's schema, quoted. */
+const schemaOf = (store: Store) => `"${(store as PostgresStore).context.schema}"`;
 
 /** The class row's own count, without the deltas. */
 const classRow = async (store: Store) =>

@@ -26,7 +26,7 @@ import { openPostgres, type PgContext, type PostgresOptions } from './connection
 import { effectBegin, effectBeginMany, effectMark, effectMarkMany, effectRecordSend } from './effects.js';
 import { extendMany, finishMany } from './finish.js';
 import { finishAndClaim } from './finish-claim.js';
-import { purge, rescue } from './maintenance.js';
+import { foldClassDeltas, purge, rescue } from './maintenance.js';
 import { migratePostgres, migrationStatusPostgres } from './migrate.js';
 import { type SubscribeOptions, subscribe } from './notify.js';
 import { cancel, reconcile, redrive } from './operator.js';
@@ -214,6 +214,7 @@ export function postgresStore(options: PostgresOptions): PostgresStore {
     retryBudgetStats: ({ windowMs }) => retryBudgetStats(ctx, windowMs),
     budgetUsage: (params) => budgetUsage(ctx, params),
     leaseRescue: (p) => rescue(ctx, p),
+    countersFold: () => foldClassDeltas(ctx),
     retentionPurge: (p) => purge(ctx, p),
     async subscribe(onClass, subscribeOptions) {
       const stop = await subscribe(ctx, onClass, subscribeOptions);

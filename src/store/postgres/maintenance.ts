@@ -49,12 +49,20 @@ function maintenanceTx<T>(ctx: PgContext, fn: (q: Query) => Promise<T>): Promise
 }
 
 /**
- * Moves up to `p.limit` operations whose lease expired back to the queue, or parks them. First,
- * in a transaction of its own (it locks class rows before the rows it folds), the committed
- * class deltas of transactional submits go into their class rows, so that they stay few.
+ * The committed class deltas of transactional submits, folded into their class rows so that they
+ * stay few (migration 31): one class per statement, each its own transaction, so that the fold
+ * holds nothing while it could wait. Returns the delta rows folded.
  */
-export async function rescue(ctx: PgContext, p: RescueParams): Promise<RescuedOperation[]> {
-  await ctx.query('SELECT {s}.class_deltas_fold()');
+export async function foldClassDeltas(ctx: PgContext): Promise<number> {
+  const classes = await ctx.query<{ class: string }>('SELECT DISTINCT class FROM {s}.class_deltas');
+  let folded = 0;
+  for (const { class: cls } of classes)
+    folded += (await ctx.query<{ n: number }>('SELECT {s}.class_deltas_fold($1) AS n', [cls]))[0]?.n ?? 0;
+  return folded;
+}
+
+/** Moves up to `p.limit` operations whose lease expired back to the queue, or parks them. */
+export function rescue(ctx: PgContext, p: RescueParams): Promise<RescuedOperation[]> {
   return maintenanceTx(ctx, async (q) => {
     const expired = await q<Expired>(
       `SELECT o.*, t.now AS tx_now FROM (SELECT {s}.now_ms($1::bigint) AS now) t, {s}.operations o

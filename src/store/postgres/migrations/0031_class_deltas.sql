@@ -10,10 +10,12 @@
 -- row of its own, keyed by class and server backend: no two open transactions share a backend, so
 -- no transactional submit ever waits for another's delta row, and no claim or other submit reads
 -- one under a lock. The class's waiting count is its row plus the committed deltas of the class;
--- the rescuer folds committed deltas into the row (`class_deltas_fold`, taking only rows no
--- transaction holds), which keeps the deltas few. A transactional submit still counts its
--- tenant's queue row under that row's lock (the tenant's cap stays exact), and still holds it to
--- the commit: the tenant's other submits of the class wait, and claims pass the tenant by.
+-- each worker folds committed deltas into the row every 5 s (`class_deltas_fold`, a class at a
+-- time, taking only rows no transaction holds), which keeps the deltas few. A transactional
+-- submit still counts its tenant's queue row under that row's lock (the tenant's cap stays
+-- exact), and still holds it to the commit: the tenant's other submits of the class wait, claims
+-- pass the tenant by, and the end of one of the tenant's running operations waits too (and with
+-- it the ends a worker writes in the same call).
 --
 -- The class bound inside a transaction is read, not locked: a transactional submit does not see
 -- what transactions still open have submitted, so operations submitted in transactions open at
@@ -58,42 +60,50 @@ BEGIN
 END
 $$;
 
--- Moves the committed deltas into their class rows (making a missing one); returns how many delta
--- rows it folded. It waits for no other transaction's row: a class row another transaction holds
--- (a claim's end, a submit) is left for the next call, and so is a delta row an open transaction
--- holds. Its own transaction: it takes class rows before delta rows, which no other one does.
-CREATE FUNCTION class_deltas_fold() RETURNS integer
+-- Moves the committed deltas of one class into its row (making a missing one); returns how many
+-- delta rows it folded. Called once per class, each in a transaction of its own, so that it holds
+-- nothing while it could wait. It waits for no other transaction's row: a class row another
+-- transaction holds (a claim's end, a submit, an older build's transactional submit) or a delta
+-- row an open transaction holds is left for the next call. The one wait it cannot skip, an insert
+-- racing another transaction's insert of the same new class row, is cut short by lock_timeout.
+CREATE FUNCTION class_deltas_fold(p_class text) RETURNS integer
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_bitmapscan = off
+SET lock_timeout = '50ms'
 AS $$
 DECLARE
-  k record;
   v_sum integer;
   v_rows integer;
-  v_folded integer := 0;
 BEGIN
-  FOR k IN SELECT DISTINCT d.class FROM class_deltas d ORDER BY 1 LOOP
-    PERFORM 1 FROM classes x WHERE x.class = k.class FOR UPDATE SKIP LOCKED;
+  PERFORM 1 FROM classes x WHERE x.class = p_class FOR UPDATE SKIP LOCKED;
+  IF NOT FOUND THEN
+    PERFORM 1 FROM classes x WHERE x.class = p_class;
+    IF FOUND THEN
+      RETURN 0;
+    END IF;
+    -- A class first seen in deltas (a transactional submit makes no class row).
+    BEGIN
+      INSERT INTO classes (class) VALUES (p_class) ON CONFLICT DO NOTHING;
+    EXCEPTION WHEN lock_not_available THEN
+      RETURN 0;
+    END;
+    PERFORM 1 FROM classes x WHERE x.class = p_class FOR UPDATE SKIP LOCKED;
     IF NOT FOUND THEN
-      -- Held by another transaction (left for the next call), or a class first seen in deltas.
-      INSERT INTO classes (class) VALUES (k.class) ON CONFLICT DO NOTHING;
-      PERFORM 1 FROM classes x WHERE x.class = k.class FOR UPDATE SKIP LOCKED;
-      CONTINUE WHEN NOT FOUND;
+      RETURN 0;
     END IF;
-    WITH gone AS (
-      DELETE FROM class_deltas d
-       WHERE d.class = k.class
-         AND d.backend IN (SELECT e.backend FROM class_deltas e WHERE e.class = k.class
-                              FOR UPDATE SKIP LOCKED)
-      RETURNING d.waiting)
-    SELECT coalesce(sum(g.waiting), 0), count(*) INTO v_sum, v_rows FROM gone g;
-    IF v_sum <> 0 THEN
-      UPDATE classes x SET waiting = x.waiting + v_sum WHERE x.class = k.class;
-    END IF;
-    v_folded := v_folded + v_rows;
-  END LOOP;
-  RETURN v_folded;
+  END IF;
+  WITH gone AS (
+    DELETE FROM class_deltas d
+     WHERE d.class = p_class
+       AND d.backend IN (SELECT e.backend FROM class_deltas e WHERE e.class = p_class
+                            FOR UPDATE SKIP LOCKED)
+    RETURNING d.waiting)
+  SELECT coalesce(sum(g.waiting), 0), count(*) INTO v_sum, v_rows FROM gone g;
+  IF v_sum <> 0 THEN
+    UPDATE classes x SET waiting = x.waiting + v_sum WHERE x.class = p_class;
+  END IF;
+  RETURN v_rows;
 END
 $$;
 
