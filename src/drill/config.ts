@@ -46,14 +46,17 @@ export const DEFAULTS = {
 
 /** The shortest run whose phases are still long enough to measure anything. */
 export const MIN_DURATION_MS = 15_000;
+/** The longest drill, and the longest of its other durations: a day (each phase's timer stays far below 2^31 ms). */
+export const MAX_DURATION_MS = 24 * 3_600_000;
 
 /** `60s`, `1.5m`, `90000ms`, or a bare number of seconds; at least `min` ms. */
-export function parseDuration(text: string, min = MIN_DURATION_MS): number {
+export function parseDuration(text: string, min = MIN_DURATION_MS, max = MAX_DURATION_MS): number {
   const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*$/.exec(text);
   if (!m) throw new InvalidArgument(`bad duration ${JSON.stringify(text)}: use e.g. 60s, 2m, 45000ms`);
   const n = Number(m[1]);
   const ms = m[2] === 'ms' ? n : m[2] === 'm' ? n * 60_000 : n * 1000;
   if (ms < min) throw new InvalidArgument(`${JSON.stringify(text)} is too short: at least ${min / 1000}s`);
+  if (ms > max) throw new InvalidArgument(`${JSON.stringify(text)} is too long: at most ${max / 60_000}m`);
   return Math.round(ms);
 }
 

@@ -158,6 +158,14 @@ export class Deployment {
     this.api = api;
     const m = await api.waitForLine(/API on (http:\/\/\S+)/);
     this.apiUrl = m[1]!;
+    // The API is not replaced: dead, every later request fails, and a recovery measured on an
+    // idle deployment would pass. Its death is a run problem, which fails the drill.
+    void api.exited.then((exit) => {
+      if (!this.stopping)
+        this.errors.push(
+          `the API process exited on its own (${JSON.stringify(exit)}): ${api.logTail.slice(-500)}`,
+        );
+    });
     await Promise.all(Array.from({ length: this.options.workers }, (_, i) => this.startWorker(i + 1, '')));
   }
 

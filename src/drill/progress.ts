@@ -45,13 +45,13 @@ export class Progress {
       width,
     );
     if (this.out.isTTY) {
-      this.out.write(`\r\x1b[2K${line}`);
+      this.write(`\r\x1b[2K${line}`);
       this.drawn = true;
       return;
     }
     const now = performance.now();
     if (s.phase !== this.lastPhase || now - this.lastPlain >= this.plainEveryMs) {
-      this.out.write(`${line}\n`);
+      this.write(`${line}\n`);
       this.lastPlain = now;
       this.lastPhase = s.phase;
     }
@@ -60,12 +60,21 @@ export class Progress {
   /** A message on its own line (the progress line is redrawn after it). */
   note(text: string): void {
     this.end();
-    this.out.write(`${text}\n`);
+    this.write(`${text}\n`);
+  }
+
+  /** Writes, never throwing: a progress line lost to a closed stream must not stop the drill. */
+  private write(text: string): void {
+    try {
+      this.out.write(text);
+    } catch {
+      // the stream is gone; the drill goes on and reports through its files
+    }
   }
 
   /** Leaves the progress line in place and moves to a new line. */
   end(): void {
-    if (this.drawn) this.out.write('\n');
+    if (this.drawn) this.write('\n');
     this.drawn = false;
   }
 }

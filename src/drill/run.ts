@@ -17,6 +17,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { InvalidArgument } from '../core/errors/index.js';
+import { TempDirs } from '../runtime/temp-dirs.js';
 import type { AttemptRow, EffectRow } from '../store/types.js';
 import { DrillClient } from './client.js';
 import { type DrillOptions, maskDb, planPhases } from './config.js';
@@ -41,6 +42,8 @@ import type { DrillResult, DrillSettings, InvariantResult, PhaseName } from './t
 
 /** A failure guard (not a synchroniser): how long the final drain may take. */
 const DRAIN_GUARD_MS = 60_000;
+/** The file that marks a report's `logs` folder as a drill's, which the next run may replace. */
+const LOGS_MARK = '.sluice-drill-logs';
 const STUB_LATENCY_MS = 10;
 
 export interface DrillOutcome {
@@ -72,6 +75,12 @@ export async function runDrill(options: DrillOptions): Promise<DrillOutcome> {
       `${options.db} exists: the drill needs a fresh SQLite file (or a postgres:// URL: it uses a schema of its own)`,
     );
   const reportDir = resolve(options.reportDir);
+  // The report takes `logs` in its folder, replacing a drill's logs there, and no other folder.
+  const logsOut = join(reportDir, 'logs');
+  if (existsSync(logsOut) && !existsSync(join(logsOut, LOGS_MARK)))
+    throw new InvalidArgument(
+      `${logsOut} exists and is not a drill's logs: the report would replace it; give --report another folder`,
+    );
   mkdirSync(reportDir, { recursive: true });
   const workDir = mkdtempSync(join(tmpdir(), 'sluice-drill-'));
   const db = options.db ?? join(workDir, 'drill.db');
@@ -102,6 +111,13 @@ export async function runDrill(options: DrillOptions): Promise<DrillOutcome> {
     stubLatencyMs: STUB_LATENCY_MS,
   });
   const cleanUp = async () => {
+    // Workers killed without a grace leave their subprocess groups (`ctx.exec`) running: the sweep
+    // a new worker makes at its start kills the groups of the dead ones.
+    try {
+      new TempDirs(tempRoot).sweepOrphans();
+    } catch {
+      // nothing swept: the folder is removed below all the same
+    }
     await observer.close({ dropSchema: !options.keep }).catch(() => {});
     if (!options.keep) rmSync(workDir, { recursive: true, force: true });
     else progress.note(`drill: kept ${workDir}${schema ? ` and schema ${schema}` : ''}`);
@@ -109,8 +125,14 @@ export async function runDrill(options: DrillOptions): Promise<DrillOutcome> {
   let interrupted = false;
   const interrupt = () => {
     if (interrupted) {
+      // Again: no grace for the processes, but the same cleaning up after them.
       deployment.killAll();
-      process.exit(130);
+      void deployment
+        .stop(0)
+        .catch(() => {})
+        .then(cleanUp)
+        .finally(() => process.exit(130));
+      return;
     }
     interrupted = true;
     progress.note('drill: interrupted: stopping the deployment (again to kill it)');
@@ -120,8 +142,13 @@ export async function runDrill(options: DrillOptions): Promise<DrillOutcome> {
       .then(cleanUp)
       .finally(() => process.exit(130));
   };
-  process.once('SIGINT', interrupt);
-  process.once('SIGTERM', interrupt);
+  // Every signal, not the first only: a second must reach the handler, not Node's default exit.
+  process.on('SIGINT', interrupt);
+  process.on('SIGTERM', interrupt);
+  // However the drill's process ends (an uncaught error, a closed pipe, process.exit), its
+  // deployment does not outlive it.
+  const killOnExit = () => deployment.killAll();
+  process.on('exit', killOnExit);
 
   let stopped = false;
   try {
@@ -216,13 +243,15 @@ export async function runDrill(options: DrillOptions): Promise<DrillOutcome> {
     });
     const json = join(reportDir, 'result.json');
     writeFileSync(json, `${JSON.stringify(result, null, 2)}\n`);
-    rmSync(join(reportDir, 'logs'), { recursive: true, force: true });
-    cpSync(logDir, join(reportDir, 'logs'), { recursive: true });
+    rmSync(logsOut, { recursive: true, force: true });
+    cpSync(logDir, logsOut, { recursive: true });
+    writeFileSync(join(logsOut, LOGS_MARK), 'the logs of a sluice drill, replaced by the next one\n');
     const paths = await writeReport(result, reportDir);
     return { result, reportDir, json, ...paths };
   } finally {
     process.off('SIGINT', interrupt);
     process.off('SIGTERM', interrupt);
+    process.off('exit', killOnExit);
     if (!stopped) await deployment.stop(2000).catch(() => {});
     await cleanUp();
   }

@@ -31,6 +31,12 @@ export interface Observation {
   phase: PhaseName;
   /** class → lease owner (worker incarnation name) → running operations it holds. */
   byOwner: Record<string, Record<string, number>>;
+  /**
+   * class → tenant → running operations, counted from the rows themselves: not from the queue
+   * counters (`sample.running`) that admission enforces the caps with, which a check must not
+   * take on trust.
+   */
+  runningRows: Record<string, Record<string, number>>;
   /** Lease owners in this sample whose process has exited (their leases are not rescued yet). */
   deadOwners: string[];
   /** Lease owners that are none of the deployment's workers. */
@@ -121,6 +127,7 @@ export class Sampler {
     }
     const byPid = new Map(deployment.incarnations.map((i) => [i.pid, i]));
     const byOwner: Observation['byOwner'] = {};
+    const runningRows: Observation['runningRows'] = {};
     const dead = new Set<string>();
     const unknown = new Set<string>();
     for (const r of rows) {
@@ -132,6 +139,9 @@ export class Sampler {
       const cls = byOwner[r.class] ?? {};
       cls[owner] = (cls[owner] ?? 0) + 1;
       byOwner[r.class] = cls;
+      const tenants = runningRows[r.class] ?? {};
+      tenants[r.tenant] = (tenants[r.tenant] ?? 0) + 1;
+      runningRows[r.class] = tenants;
     }
     const stub = deployment.stub.stub;
     const sample: Sample = {
@@ -151,6 +161,7 @@ export class Sampler {
       sample,
       phase,
       byOwner,
+      runningRows,
       deadOwners: [...dead],
       unknownOwners: [...unknown],
       retry,

@@ -73,6 +73,17 @@ export function drillCommand(program: Command): void {
         console.error(`drill: ${(error as Error).message}`);
         process.exit(2);
       }
+      // A closed pipe (`drill | head`) must not crash the drill midway: that would leave its
+      // deployment running. Anything else uncaught ends it with 2, "could not run", and the
+      // drill's exit hook kills the deployment's processes on the way out.
+      for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
+      process.on('uncaughtException', (error) => {
+        try {
+          console.error(`drill: could not run: ${error instanceof Error ? error.message : String(error)}`);
+        } finally {
+          process.exit(2);
+        }
+      });
       let outcome: Awaited<ReturnType<typeof runDrill>>;
       try {
         outcome = await runDrill(options);
@@ -101,9 +112,12 @@ export function drillCommand(program: Command): void {
     });
 }
 
+/** The longest latency floor and recovery bound. */
+const MAX_OBJECTIVE_MS = 600_000;
+
 /** The drill's options from its flags and environment; throws on any it cannot run with. */
 function drillOptions(opts: Opts): DrillOptions {
-  const workers = Number(opts.workers);
+  const workers = /^\d+$/.test(opts.workers.trim()) ? Number(opts.workers) : Number.NaN;
   if (!Number.isInteger(workers) || workers < 1 || workers > 16) throw new Error('--workers must be 1–16');
   if (!['all', 'crash', 'pressure'].includes(opts.scenario))
     throw new Error('--scenario must be all, crash or pressure');
@@ -118,10 +132,12 @@ function drillOptions(opts: Opts): DrillOptions {
     reportDir: opts.report,
     keep: opts.keep,
     latencyMultiple: Number(opts.latencyMultiple),
-    latencyFloorMs: parseDuration(opts.latencyFloor, 0),
-    recoveryBoundMs: parseDuration(opts.recoveryBound, 1000),
+    latencyFloorMs: parseDuration(opts.latencyFloor, 0, MAX_OBJECTIVE_MS),
+    recoveryBoundMs: parseDuration(opts.recoveryBound, 1000, MAX_OBJECTIVE_MS),
     break: broken as DrillBreak | undefined,
   };
-  if (!(options.latencyMultiple >= 1)) throw new Error('--latency-multiple must be ≥ 1');
+  // An objective past every latency the drill could see is no objective: 100× and 10 minutes.
+  if (!(options.latencyMultiple >= 1 && options.latencyMultiple <= 100))
+    throw new Error('--latency-multiple must be from 1 to 100');
   return options;
 }
