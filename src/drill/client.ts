@@ -13,6 +13,8 @@ export interface OperationView {
   kind: string;
   state: string;
   digest: string;
+  /** When the store accepted it: two records of one id would differ here, not in the digest. */
+  createdAt: string;
   attempt: number;
   error: { code?: string; message?: string } | null;
   cancel: string | null;
