@@ -4,7 +4,18 @@
  * are collected and handed to the store as one array, so N concurrent submits or completions
  * cost one transaction (one fsync) instead of N. One flush runs at a time: the next batch forms
  * while the current one commits, which is what lets throughput grow with load.
+ *
+ * A batch is one transaction, so one item the store refuses outright (a value a driver cannot
+ * bind, text the database will not take) would fail every caller in it. A batch that fails with
+ * an error that is not retryable is therefore sent again item by item, each caller answered on
+ * its own: nothing of the failed batch was committed (a refused statement rolls its transaction
+ * back; a failure after the commit is a lost connection, which is retryable and answered as it
+ * came, to every caller).
  */
+import { isSluiceError } from '../core/errors/index.js';
+
+/** Whether a failed batch is answered as it failed, to every caller, rather than item by item. */
+export const failsTheWholeBatch = (error: unknown): boolean => isSluiceError(error) && error.retryable;
 
 /**
  * Returns a function that runs `fn` once on the next turn of the event loop (setImmediate),
@@ -84,7 +95,15 @@ export class Batcher<In, Out> {
       const outs = await this.flushFn(batch.map((b) => b.item));
       for (const [i, b] of batch.entries()) b.resolve(outs[i] as Out);
     } catch (error) {
-      for (const b of batch) b.reject(error);
+      if (batch.length === 1 || failsTheWholeBatch(error)) for (const b of batch) b.reject(error);
+      else
+        for (const b of batch) {
+          try {
+            b.resolve((await this.flushFn([b.item]))[0] as Out);
+          } catch (alone) {
+            b.reject(alone);
+          }
+        }
     } finally {
       this.running = false;
       if (this.queue.length > 0) this.schedule();

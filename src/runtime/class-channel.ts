@@ -19,6 +19,10 @@
  * for 32, while the replies wait for this process's CPU. With one effect per operation, whose
  * journal calls could overlap another half's, it measured slower too (docs/benchmarks.md).
  *
+ * A call refused outright (an error that is not retryable: nothing of it committed) has its ends
+ * written again one by one, so that one end the store will not take, or the claim beside them,
+ * fails no other (runtime/batcher.ts does the same for the journal's and the submits' batches).
+ *
  * A call carrying a claim that failed may have committed all the same, its answer lost with the
  * connection: the operations it took are leased to this worker, which does not know of them, and
  * would wait out their lease (30 s by default) and lose an attempt to its expiry. So the next claim
@@ -29,7 +33,7 @@
 
 import type { Store } from '../store/store.js';
 import type { ClaimParams, ClaimResult, FinishParams, LeaseRef } from '../store/types.js';
-import { nextTurn } from './batcher.js';
+import { failsTheWholeBatch, nextTurn } from './batcher.js';
 
 /** What a claim made through the channel asked for and got. */
 export interface ClaimedBatch {
@@ -166,10 +170,25 @@ export class ClassChannel {
     } catch (error) {
       if (ends.length > 0 && limit > 0) this.claimSuspect = true;
       if (limit > 0) this.unanswered = true;
+      for (const a of askers) a.reject(error);
+      // Refused outright (not retryable: nothing committed), the call's ends are written again one
+      // by one, so that one the store will not take, or the claim beside them, fails no other.
+      if (ends.length > 0 && (ends.length > 1 || limit > 0) && !failsTheWholeBatch(error)) {
+        for (const e of ends) {
+          try {
+            const [accepted] = await this.store.attemptFinishMany([e.item]);
+            e.resolve({ accepted: accepted === true, refilled: false });
+          } catch (alone) {
+            e.reject(alone);
+          }
+        }
+        this.settle(ends, limit);
+        this.pump(0);
+        return;
+      }
       this.settle(ends, limit);
       this.pump(0);
       for (const e of ends) e.reject(error);
-      for (const a of askers) a.reject(error);
       return;
     }
     if (claim) {

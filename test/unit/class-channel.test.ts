@@ -3,6 +3,7 @@
  * calls a test holds open: which calls leave when, and what they carry.
  */
 import { describe, expect, it } from 'vitest';
+import { StoreError } from '../../src/core/errors/index.js';
 import { ClassChannel } from '../../src/runtime/class-channel.js';
 import type { Store } from '../../src/store/store.js';
 import type {
@@ -151,7 +152,7 @@ describe('the class channel', () => {
     const first = ch.finish(end('a'), false);
     await settled();
     expect(calls.map((c) => c.method)).toEqual(['attemptFinishAndClaim']);
-    const broken = new Error('the claim is broken');
+    const broken = new StoreError('unavailable', 'the connection went away');
     calls[0]!.fail(broken);
     await expect(first).rejects.toBe(broken);
     // The end is written again (the worker retries it): this time without the claim.
@@ -221,6 +222,29 @@ describe('the class channel', () => {
     st.calls[4]!.answer(0);
     await after;
     expect(st.reads).toBe(1);
+  });
+
+  it('writes the ends of a call refused outright one by one, so that one bad end fails no other', async () => {
+    const { store, calls } = heldStore();
+    const { ch } = channel(store, { slots: 4, running: 4, refill: true });
+    const a = ch.finish(end('a'), false);
+    const b = ch.finish(end('b'), false);
+    await settled();
+    expect(calls.map((c) => [c.method, c.ends])).toEqual([['attemptFinishAndClaim', 2]]);
+    // Not retryable (a value the driver cannot bind, say): nothing of the call was committed.
+    calls[0]!.fail(new TypeError('SQLite3 can only bind numbers, strings, bigints, buffers, and null'));
+    await settled();
+    expect(calls.slice(1).map((c) => [c.method, c.items.map((i) => i.lease.id)])).toEqual([
+      ['attemptFinishMany', ['a']],
+    ]);
+    calls[1]!.answer();
+    await settled();
+    expect(calls[2]!.items.map((i) => i.lease.id)).toEqual(['b']);
+    const bad = new TypeError('the bad one');
+    calls[2]!.fail(bad);
+    expect(await a).toEqual({ accepted: true, refilled: false });
+    await expect(b).rejects.toBe(bad);
+    await ch.idle();
   });
 
   it('keeps one claim in flight: ends meanwhile go alone, a second claim waits for the first', async () => {
