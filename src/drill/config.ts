@@ -87,10 +87,19 @@ const PLANS: Record<Scenario, Array<[PhaseName, number]>> = {
   ],
 };
 
+/**
+ * The shortest stall: twice the longest a charge attempt may last (its timeout and the abort
+ * grace, 3 s), so that an attempt whose timeout is not enforced outlasts the bound and is seen.
+ */
+export const MIN_STALL_MS = 6000;
+
 export function planPhases(scenario: Scenario, durationMs: number): PlannedPhase[] {
   const plan = PLANS[scenario];
   if (!plan) throw new InvalidArgument(`--scenario must be one of ${Object.keys(PLANS).join(', ')}`);
-  return plan.map(([name, f]) => ({ name, ms: Math.round(durationMs * f) }));
+  return plan.map(([name, f]) => ({
+    name,
+    ms: name === 'stall' ? Math.max(MIN_STALL_MS, Math.round(durationMs * f)) : Math.round(durationMs * f),
+  }));
 }
 
 /**

@@ -207,6 +207,10 @@ export async function runDrill(options: DrillOptions): Promise<DrillOutcome> {
 
     progress.note('drill: draining');
     const drain = await drainAll(workload, observer, now);
+    // Stopped before the evidence is read: after a drain that hit its guard, work still running
+    // would otherwise charge after the ledger was read.
+    await deployment.stop();
+    stopped = true;
     const evidence: Evidence = {
       ...(await readEvidence(observer)),
       phases,
@@ -228,8 +232,6 @@ export async function runDrill(options: DrillOptions): Promise<DrillOutcome> {
       runErrors: [...deployment.errors, ...sampler.errors],
     };
     const invariants = checkInvariants(evidence);
-    await deployment.stop();
-    stopped = true;
 
     const result = toResult(evidence, invariants, {
       store: postgres ? 'postgres' : 'sqlite',
