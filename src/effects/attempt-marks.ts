@@ -56,7 +56,9 @@ export class AttemptMarks {
     const written = this.journal.mark(params);
     written.then(
       (ok) => {
-        if (!ok && !this.#over) this.stop?.abort(new LeaseLost(this.lease.id));
+        // A `failed` or `absent` mark here is a second try of one whose write failed, perhaps after
+        // its commit: refused, it may only have been written already, which is no lost lease.
+        if (!ok && !this.#over && mark.state === 'committed') this.stop?.abort(new LeaseLost(this.lease.id));
       },
       () => {},
     );
