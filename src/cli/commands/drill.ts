@@ -16,7 +16,7 @@ import {
 import { runDrill } from '../../drill/run.js';
 import { DRILL_BREAKS, type DrillBreak } from '../../drill/serve-config.js';
 
-interface Opts {
+export interface DrillFlags {
   db?: string;
   workers: string;
   duration: string;
@@ -64,7 +64,7 @@ export function drillCommand(program: Command): void {
       'how long the return to baseline may take',
       `${DEFAULTS.recoveryBoundMs / 1000}s`,
     )
-    .action(async (opts: Opts) => {
+    .action(async (opts: DrillFlags) => {
       let options: DrillOptions;
       try {
         options = drillOptions(opts);
@@ -116,7 +116,7 @@ export function drillCommand(program: Command): void {
 const MAX_OBJECTIVE_MS = 600_000;
 
 /** The drill's options from its flags and environment; throws on any it cannot run with. */
-function drillOptions(opts: Opts): DrillOptions {
+export function drillOptions(opts: DrillFlags): DrillOptions {
   const workers = /^\d+$/.test(opts.workers.trim()) ? Number(opts.workers) : Number.NaN;
   if (!Number.isInteger(workers) || workers < 1 || workers > 16) throw new Error('--workers must be 1–16');
   if (!['all', 'crash', 'pressure'].includes(opts.scenario))
