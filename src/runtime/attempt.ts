@@ -626,11 +626,17 @@ const warned = new WeakMap<ProviderBudgets, Set<string>>();
  */
 function warnUnbudgeted(budgets: ProviderBudgets, provider: string | undefined, log: Logger): void {
   if (provider === undefined || Object.hasOwn(budgets, provider)) return;
+  // A name told already costs one lookup: an unbudgeted provider beside budgeted ones is not
+  // always a typo, and its every effect comes here.
+  let seen = warned.get(budgets);
+  if (seen?.has(provider)) return;
   const names = Object.keys(budgets);
   if (names.length === 0) return;
-  const seen = warned.get(budgets) ?? new Set<string>();
-  warned.set(budgets, seen);
-  if (seen.has(provider) || seen.size >= 100) return;
+  if (!seen) {
+    seen = new Set();
+    warned.set(budgets, seen);
+  }
+  if (seen.size >= 100) return;
   seen.add(provider);
   log.warn(
     { provider, budgeted: names.slice(0, 20) },
