@@ -25,6 +25,7 @@ import { randomUUID } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { Admission, type AdmissionConfig } from '../admission/limits.js';
 import type { SluiceConfig } from '../config/config.js';
 import { deriveEffectKey } from '../effects/effect-key.js';
 import { ProviderClient } from '../testing/provider-client.js';
@@ -45,11 +46,37 @@ export const DRILL_BREAKS: readonly DrillBreak[] = ['fresh-effect-key', 'engine-
 /** Worker slots per class in every worker process. */
 export const DRILL_SLOTS = { interactive: 3, bulk: 1 } as const;
 
-/** class → tenant → maxRunning, as the configuration below resolves them. */
-export const DRILL_MAX_RUNNING: Record<string, Record<string, number>> = {
-  interactive: { north: 2, bulk: 1 },
-  bulk: { north: 2, bulk: 3 },
-};
+/** The admission caps every process enforces: written once, read by the invariants below. */
+export const DRILL_ADMISSION = {
+  classes: {
+    interactive: { maxQueued: 1000, tenant: { maxRunning: 2, maxWaiting: 10 } },
+    bulk: { maxQueued: 1000, tenant: { maxRunning: 2, maxWaiting: 10 } },
+  },
+  tenants: {
+    north: { interactive: { maxRunning: 2, maxWaiting: 5 } },
+    bulk: { interactive: { maxRunning: 1, maxWaiting: 4 }, bulk: { maxRunning: 3, maxWaiting: 6 } },
+  },
+} as const satisfies AdmissionConfig;
+
+/**
+ * class → tenant → maxRunning, resolved from `DRILL_ADMISSION` by the resolver admission itself
+ * uses, so a cap changed there is the cap the running-caps check holds the deployment to.
+ */
+export const DRILL_MAX_RUNNING: Record<string, Record<string, number>> = resolveMaxRunning();
+
+function resolveMaxRunning(): Record<string, Record<string, number>> {
+  const admission = new Admission(DRILL_ADMISSION);
+  const out: Record<string, Record<string, number>> = {};
+  for (const cls of Object.keys(DRILL_ADMISSION.classes)) {
+    out[cls] = {};
+    for (const tenant of Object.values(DRILL_TENANTS)) {
+      const cap = admission.tenantLimits(cls, tenant).maxRunning;
+      if (cap === null) throw new Error(`the drill needs a running cap for ${tenant} in ${cls}`);
+      out[cls][tenant] = cap;
+    }
+  }
+  return out;
+}
 
 /** The provider spend budget the drill's charges draw on (cents, fixed windows). */
 export const DRILL_SPEND = {
@@ -144,14 +171,8 @@ export function drillServeConfig(env: DrillServeEnv = process.env): SluiceConfig
       tenants: { north: [DRILL_KEYS.north], bulk: [DRILL_KEYS.bulk] },
       admin: [DRILL_KEYS.admin],
     },
-    classes: {
-      interactive: { maxQueued: 1000, tenant: { maxRunning: 2, maxWaiting: 10 } },
-      bulk: { maxQueued: 1000, tenant: { maxRunning: 2, maxWaiting: 10 } },
-    },
-    tenants: {
-      north: { interactive: { maxRunning: 2, maxWaiting: 5 } },
-      bulk: { interactive: { maxRunning: 1, maxWaiting: 4 }, bulk: { maxRunning: 3, maxWaiting: 6 } },
-    },
+    classes: structuredClone(DRILL_ADMISSION.classes),
+    tenants: structuredClone(DRILL_ADMISSION.tenants),
     providers: {
       [DRILL_SPEND.provider]: {
         perTenant: {

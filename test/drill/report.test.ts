@@ -335,6 +335,15 @@ describe('writeReport', () => {
     expect(rows).toContainEqual(['recovery', '48.0 s', '1:00.0', '12 s', '60']);
   });
 
+  it('leaves the latency-under-pressure row out of a run that had no pressure phase', () => {
+    const crashOnly = syntheticResult({ failCharge: false });
+    crashOnly.phases = crashOnly.phases.filter((p) => p.name !== 'pressure');
+    crashOnly.settings = { ...crashOnly.settings, scenario: 'crash' };
+    const labels = markdownRows(renderMarkdown(crashOnly, [])).map((r) => r[0]);
+    expect(labels).toContain('worker kills');
+    expect(labels).not.toContain('North p95: baseline → under pressure');
+  });
+
   it('pads every Markdown table to aligned columns (the form the repository formatter keeps)', () => {
     // Runs of consecutive table lines: invariants, summary, phases, settings.
     const tables: string[][] = [];

@@ -3,10 +3,11 @@
  * the violation it is there to catch, and not on what the engine allows.
  */
 import { describe, expect, it } from 'vitest';
+import { Admission } from '../../src/admission/limits.js';
 import type { Evidence } from '../../src/drill/invariants/evidence.js';
 import { retriesWithinBudget, tenantCapsHeld } from '../../src/drill/invariants/limits.js';
 import type { Observation } from '../../src/drill/sampler.js';
-import { DRILL_RETRY_BUDGET } from '../../src/drill/serve-config.js';
+import { DRILL_MAX_RUNNING, DRILL_RETRY_BUDGET, drillServeConfig } from '../../src/drill/serve-config.js';
 
 /** Evidence of one sample; what the invariants under test read, the rest left out. */
 function evidence(o: Partial<Observation> & { counters?: Observation['sample']['running'] }): Evidence {
@@ -52,5 +53,19 @@ describe('the drill invariant of the retry budget', () => {
     );
     expect(over.pass).toBe(false);
     expect(over.detail).toContain('4 retries in the window > 3.3');
+  });
+});
+
+describe('the drill caps the invariants hold the deployment to', () => {
+  it('are the caps admission resolves from the configuration every process runs', () => {
+    const config = drillServeConfig({
+      DRILL_STUB_URL: 'http://127.0.0.1:1',
+      DRILL_TEMP_ROOT: '/nonexistent',
+    });
+    const admission = new Admission(config);
+    for (const [cls, tenants] of Object.entries(DRILL_MAX_RUNNING))
+      for (const [tenant, cap] of Object.entries(tenants))
+        expect(admission.tenantLimits(cls, tenant).maxRunning, `${cls}/${tenant}`).toBe(cap);
+    expect(Object.keys(DRILL_MAX_RUNNING).sort()).toEqual(Object.keys(config.classes ?? {}).sort());
   });
 });

@@ -5,6 +5,7 @@
  */
 import { isTerminal } from '../../core/states.js';
 import { deriveEffectKey } from '../../effects/effect-key.js';
+import type { EffectRow } from '../../store/types.js';
 import { DRILL_SPEND } from '../serve-config.js';
 import type { InvariantResult } from '../types.js';
 import {
@@ -24,6 +25,7 @@ export function oneChargePerOperation(e: Evidence): InvariantResult {
   let extra = 0;
   let doubled = 0;
   let wrongKey = 0;
+  let parkedCharged = 0;
   for (const o of ops) {
     const charges = perOp.get(opKey(o.tenant, o.id)) ?? [];
     const n = charges.length;
@@ -36,15 +38,23 @@ export function oneChargePerOperation(e: Evidence): InvariantResult {
       o.state === 'succeeded' ? n === 1 : o.state === 'cancelled' || o.state === 'failed' ? n === 0 : n <= 1;
     if (!ok)
       problems.push(`${o.tenant}/${o.id} ${o.state}: ${n} charges (${charges.map((c) => c.id).join(', ')})`);
+    else if (n === 1) {
+      const hidden = hiddenCharge(o.state, charges[0]!.id, e.chargeEffects.get(opKey(o.tenant, o.id)));
+      if (hidden) problems.push(`${o.tenant}/${o.id} ${o.state}: ${hidden}`);
+      if (o.state !== 'succeeded') parkedCharged++;
+    }
   }
   for (const c of orphans) problems.push(`charge ${c.id} (key ${c.key}) matches no operation`);
   const succeeded = ops.filter((o) => o.state === 'succeeded').length;
   const cancelled = ops.filter((o) => o.state === 'cancelled').length;
   const failed = ops.filter((o) => o.state === 'failed').length;
   const pass = problems.length === 0 && succeeded > 0;
+  const parked = parkedCharged
+    ? `; ${int(parkedCharged)} charged operations parked for a person, each charge shown in its journal`
+    : '';
   const figure = pass
     ? `0 double charges: ${int(succeeded)} succeeded charge operations charged once each; ` +
-      `0 charges for ${int(cancelled)} cancelled and ${int(failed)} failed; ${int(e.ledger.length)} ledger charges, none unexplained`
+      `0 charges for ${int(cancelled)} cancelled and ${int(failed)} failed; ${int(e.ledger.length)} ledger charges, none unexplained${parked}`
     : succeeded === 0
       ? 'no charge operation succeeded: nothing was proven'
       : `${int(doubled)} operations charged more than once (${int(extra)} extra charges) over ${int(succeeded)} succeeded; ` +
@@ -58,9 +68,30 @@ export function oneChargePerOperation(e: Evidence): InvariantResult {
     figure,
     detail:
       `Ledger charges are matched to operations by (tenant, invoice), whatever key was sent. A succeeded ` +
-      `operation must have exactly one, a cancelled or failed one none, any other at most one.${keyNote}` +
+      `operation must have exactly one, recorded as its journal's committed charge; a cancelled or failed one none; ` +
+      `one parked for a person (dead or needs_reconciliation) at most one, and its journal must show that ` +
+      `charge as committed or pending, so no charge is hidden behind the parked state.${keyNote}` +
       (problems.length ? ` Violations: ${listed(problems)}` : ''),
   };
+}
+
+/**
+ * Why the one ledger charge of an operation in `state` is not what its journal says, or null
+ * when it is: a succeeded operation's journal holds that charge committed (its reference the
+ * ledger's id); a parked one's journal shows a charge may have happened (pending or committed),
+ * so the person who reconciles it sees the money moved.
+ */
+export function hiddenCharge(state: string, chargeId: string, effect: EffectRow | undefined): string | null {
+  if (!effect) return `charged (${chargeId}) with no charge in its journal`;
+  if (state === 'succeeded') {
+    if (effect.state !== 'committed') return `charged (${chargeId}), its journal says ${effect.state}`;
+    if (effect.reference !== chargeId)
+      return `charged (${chargeId}), its journal's reference is ${effect.reference ?? 'missing'}`;
+    return null;
+  }
+  if (effect.state !== 'committed' && effect.state !== 'pending')
+    return `charged (${chargeId}) and parked, its journal says ${effect.state}`;
+  return null;
 }
 
 export function noOperationLost(e: Evidence): InvariantResult {

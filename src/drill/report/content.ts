@@ -66,6 +66,8 @@ export function summaryRows(result: DrillResult): Row[] {
   const ratio = base > 0 && Number.isFinite(pressure) ? ` (×${(pressure / base).toFixed(2)})` : '';
   const objective = latencyObjectiveMs(result);
   const limits = result.settings.limits;
+  // A run without a pressure phase (scenario crash) measured no latency under pressure.
+  const underPressure = result.phases.some((p) => p.name === 'pressure');
   return [
     { label: 'accepted', value: formatInteger(s.accepted) },
     { label: 'succeeded', value: formatInteger(s.succeeded) },
@@ -75,12 +77,16 @@ export function summaryRows(result: DrillResult): Row[] {
     { label: 'needs_reconciliation', value: formatInteger(s.needsReconciliation) },
     { label: 'duplicates answered', value: formatInteger(s.duplicatesAnswered) },
     { label: 'worker kills', value: formatInteger(s.kills) },
-    {
-      label: 'North p95: baseline → under pressure',
-      value:
-        `${formatMs(base)} → ${formatMs(pressure)}${ratio}; objective ≤ ${formatMs(objective)} ` +
-        `(${limits.latencyMultiple}× baseline, floor ${formatMs(limits.latencyFloorMs)})`,
-    },
+    ...(underPressure
+      ? [
+          {
+            label: 'North p95: baseline → under pressure',
+            value:
+              `${formatMs(base)} → ${formatMs(pressure)}${ratio}; objective ≤ ${formatMs(objective)} ` +
+              `(${limits.latencyMultiple}× baseline, floor ${formatMs(limits.latencyFloorMs)})`,
+          },
+        ]
+      : []),
   ];
 }
 
