@@ -205,6 +205,14 @@ export class ClassChannel {
     for (const a of askers) a.resolve(batch);
   }
 
+  /**
+   * At the worker's stop, which makes no next claim: releases what a claim whose answer was lost
+   * may have taken, as that claim would have.
+   */
+  async releaseLost(): Promise<void> {
+    if (this.unanswered) await this.releaseUnanswered();
+  }
+
   /** Releases the leases a failed claim may have taken unknown to this worker (module header). */
   private async releaseUnanswered(): Promise<void> {
     const { owner, class: cls } = this.hooks.claimParams(0);

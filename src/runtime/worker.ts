@@ -363,6 +363,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       this.begins.idle(),
       this.marks.idle(),
     ]);
+    await this.releaseLostClaims();
     await this.heartbeat.stop();
     await Promise.all(this.tasks.map((t) => t.stop()));
     this.dueWakes.stop();
@@ -370,6 +371,27 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.tempDirs.removeOwn();
     this.state = 'stopped';
     this.env.onStopped(this);
+  }
+
+  /**
+   * Releases, within the stop's remaining grace for writes, the leases a claim whose answer was
+   * lost took for this worker: left, they would wait out their lease and its expiry would cost
+   * them an attempt. A store that does not answer in time leaves them to that expiry.
+   */
+  private async releaseLostClaims(): Promise<void> {
+    let outcomes: PromiseSettledResult<void>[] = [];
+    const releases = Promise.allSettled([...this.channels.values()].map((c) => c.releaseLost())).then(
+      (settled) => {
+        outcomes = settled;
+      },
+    );
+    const leftMs = Math.max(0, this.endsGiveUpAt - performance.now());
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([releases, new Promise<void>((resolve) => (timer = setTimeout(resolve, leftMs)))]);
+    clearTimeout(timer);
+    for (const r of outcomes)
+      if (r.status === 'rejected')
+        this.log.warn({ err: r.reason }, 'leases a claim took without its answer left to expire');
   }
 
   /**

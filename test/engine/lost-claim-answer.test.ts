@@ -11,7 +11,7 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { StoreError } from '../../src/core/errors/index.js';
 import { sqliteStore } from '../../src/store/sqlite/index.js';
@@ -23,11 +23,12 @@ import { usePostgres } from '../helpers/postgres.js';
 const db = usePostgres();
 
 /** `store`, whose first claim that takes anything commits and then fails with its answer lost. */
-function losingFirstAnswer(store: Store): { store: Store; lost: () => number } {
+function losingFirstAnswer(store: Store, onLost?: () => void): { store: Store; lost: () => number } {
   let lost = 0;
   const drop = <T extends { rows: unknown[] }>(claim: T): T => {
     if (lost > 0 || claim.rows.length === 0) return claim;
     lost = claim.rows.length;
+    onLost?.();
     throw new StoreError('unavailable', 'PostgreSQL connection lost: Connection terminated unexpectedly');
   };
   const wrapped: Store = Object.create(store, {
@@ -88,5 +89,25 @@ describe.each([
       'released operations a claim took without its answer reaching this worker',
       1,
     ]);
+  });
+
+  it('is released by a worker that stops before it claims again', async () => {
+    let stopped: Promise<void> | undefined;
+    const losing = losingFirstAnswer(makeStore(), () => {
+      // The stop starts while the lost claim's call is still failing: the worker makes no next claim.
+      stopped = worker.stop({ graceMs: 0 });
+    });
+    h = await harness({ store: losing.store });
+    h.sluice.define('job', { input: z.object({}), limits: { maxAttempts: 1 }, run: () => 'done' });
+    await h.sluice.submit({ tenant: 'North', id: 'j1', kind: 'job', input: {} });
+    const worker = h.worker({ leaseMs: 600_000 });
+    worker.start();
+    await vi.waitFor(() => expect(stopped).toBeDefined(), { timeout: 20_000 });
+    await stopped;
+    expect(losing.lost()).toBe(1);
+    // Queued again on the attempt it had, not leased to a stopped worker for ten minutes.
+    const op = await h.sluice.get({ tenant: 'North', id: 'j1' }, { include: ['attempts'] });
+    expect([op?.state, op?.attempt]).toEqual(['queued', 0]);
+    expect(op?.attempts?.map((a) => [a.attempt, a.outcome])).toEqual([[1, 'released']]);
   });
 });
