@@ -86,8 +86,10 @@ export interface SubmitRequest {
 export interface SubmitOptions {
   /**
    * Submit inside your own open transaction: the operation is accepted if and only if it commits
-   * (a `pg` client after `BEGIN` for PostgreSQL; for SQLite, a better-sqlite3 `Database` on the
-   * same file, inside a transaction you opened). The outbox pattern, without an outbox.
+   * (a `pg` client after `BEGIN` for PostgreSQL; for SQLite, a better-sqlite3 `Database` of your
+   * own on the same file, not the store's, after `BEGIN IMMEDIATE`: a transaction begun deferred
+   * that has read cannot wait for another writer and fails `store-serialization`). The outbox
+   * pattern, without an outbox.
    */
   tx?: unknown;
 }

@@ -17,10 +17,12 @@ import type { Clock } from '../../core/clock.js';
 import {
   InvalidArgument,
   isSluiceError,
+  isStoreError,
   StoreError,
   type StoreErrorReason,
 } from '../../core/errors/index.js';
 import { makeFolder } from '../../core/make-folder.js';
+import { BUSY_SPIN_MS } from './busy.js';
 import { sqliteDriver } from './driver.js';
 
 export interface SqliteOptions {
@@ -45,6 +47,8 @@ export type Statement = Database.Statement<unknown[], unknown>;
 export interface SqliteContext {
   readonly db: Database.Database;
   readonly clock: Clock;
+  /** How long a call may wait for another connection's write lock in all (busy.ts). */
+  readonly busyTimeoutMs: number;
   /** A prepared statement, compiled once per connection. */
   stmt(sql: string): Statement;
   /**
@@ -68,12 +72,15 @@ export interface SqliteContext {
   read<T>(fn: () => T): T;
 }
 
+// A file that is not a database, or a damaged one, is `unknown`: no retry can succeed, and a
+// retryable reason would have the HTTP API answer 503 with `Retry-After` for ever.
 const REASONS: Array<[RegExp, StoreErrorReason]> = [
   [/^SQLITE_(BUSY|LOCKED)/, 'busy'],
   [/^SQLITE_CONSTRAINT_(UNIQUE|PRIMARYKEY)/, 'unique-violation'],
-  [/^SQLITE_(CANTOPEN|IOERR|FULL|READONLY|NOTADB|CORRUPT|PROTOCOL)/, 'unavailable'],
+  [/^SQLITE_(CANTOPEN|IOERR|FULL|READONLY|PROTOCOL)/, 'unavailable'],
   [/^SQLITE_INTERRUPT/, 'statement-timeout'],
 ];
+const NOT_A_DATABASE = /^SQLITE_(NOTADB|CORRUPT)/;
 
 /** Maps a better-sqlite3 error to a `StoreError`; passes Sluice's own errors through. */
 export function classifySqliteError(error: unknown): unknown {
@@ -81,6 +88,12 @@ export function classifySqliteError(error: unknown): unknown {
   const code = (error as { code?: unknown } | null)?.code;
   const message = error instanceof Error ? error.message : String(error);
   if (typeof code === 'string') {
+    if (NOT_A_DATABASE.test(code))
+      return new StoreError(
+        'unknown',
+        `SQLite: ${message} (the file is not a SQLite database, or it is damaged: restore it from a backup)`,
+        { cause: error },
+      );
     for (const [pattern, reason] of REASONS) {
       if (pattern.test(code)) return new StoreError(reason, `SQLite: ${message}`, { cause: error });
     }
@@ -122,23 +135,43 @@ const borrowed = new WeakMap<Database.Database, SqliteContext>();
  * A context on the caller's own connection, for transactional submit: statements run inside the
  * caller's open transaction (no BEGIN of ours), so they commit or roll back with it. The handle
  * must be open on the same, migrated database file.
+ *
+ * The transaction should be `BEGIN IMMEDIATE`. One begun deferred that has read already cannot
+ * wait for another writer's lock (SQLite refuses at once, to avoid a deadlock), nor write after
+ * another connection committed (`SQLITE_BUSY_SNAPSHOT`); retrying the submit alone cannot help, so
+ * either is `store-serialization`: restart the whole transaction. One begun deferred that has not
+ * read yet takes the write lock here first, with a write that changes nothing, and so waits for
+ * the lock as `BEGIN IMMEDIATE` would.
  */
 export function borrowSqlite(db: Database.Database, clock: Clock): SqliteContext {
   let ctx = borrowed.get(db);
   if (!ctx) {
+    let takeLock: Statement | undefined;
     const write = <T>(fn: (now: number) => T): T => {
       if (!db.inTransaction) {
         throw new InvalidArgument('tx must be a better-sqlite3 Database inside an open transaction');
       }
       try {
+        takeLock ??= db.prepare('UPDATE seq_floor SET seq = seq WHERE 0');
+        takeLock.run();
         return fn(clock.now());
       } catch (error) {
-        throw classifySqliteError(error);
+        const classified = classifySqliteError(error);
+        if (isStoreError(classified) && classified.reason === 'busy')
+          throw new StoreError(
+            'serialization',
+            `SQLite: ${classified.message.replace(/^SQLite: /, '')}; your transaction cannot wait for ` +
+              'the write lock here: open it with BEGIN IMMEDIATE, and run it again whole',
+            { cause: error },
+          );
+        throw classified;
       }
     };
     ctx = {
       db,
       clock,
+      // The caller's transaction: never tried again here (its lock errors are not `busy`).
+      busyTimeoutMs: 0,
       ...statements(db),
       write,
       // The caller's transaction commits when the caller says, as the caller's settings say.
@@ -188,23 +221,43 @@ export function openSqlite(options: SqliteOptions, clock: Clock): SqliteContext 
     // A file made here is the user's alone, whatever the folder; SQLite gives its WAL and shared
     // memory files the database file's mode when it makes them, after this.
     if (created) chmodSync(options.path, 0o600);
+    // The whole wait while the file is set up (several processes opening a new file at once);
+    // from then on SQLite waits a few milliseconds, and busy.ts the rest, off the thread.
+    db.pragma(`busy_timeout = ${busyTimeoutMs}`);
     db.pragma('journal_mode = WAL');
     db.pragma(`synchronous = ${synchronous}`);
-    db.pragma(`busy_timeout = ${busyTimeoutMs}`);
     db.pragma('temp_store = MEMORY');
     // Sluice's own transactions are short; a larger cache keeps the hot indexes in memory.
     db.pragma('cache_size = -16000');
+    db.pragma(`busy_timeout = ${Math.min(busyTimeoutMs, BUSY_SPIN_MS)}`);
   } catch (error) {
     throw classifySqliteError(error);
   }
   // One transaction function for every write: better-sqlite3 builds a wrapper per `transaction()`
   // call, which is measurable on a one-at-a-time submit.
-  const transaction = db.transaction(<T>(fn: (now: number) => T): T => fn(clock.now()));
+  let ours = false;
+  const transaction = db.transaction(<T>(fn: (now: number) => T): T => {
+    ours = true;
+    try {
+      return fn(clock.now());
+    } finally {
+      ours = false;
+    }
+  });
   const write = <T>(fn: (now: number) => T): T => {
-    // A write inside another (a worker's ends and its next claim) joins it: an error leaves
-    // through the outer one, which rolls everything back, so a savepoint of its own would buy
-    // nothing, and SQLite keeps a copy of every page a savepoint changes.
-    if (db.inTransaction) return fn(clock.now());
+    // A write inside another of ours (a worker's ends and its next claim) joins it: an error
+    // leaves through the outer one, which rolls everything back, so a savepoint of its own would
+    // buy nothing, and SQLite keeps a copy of every page a savepoint changes. A transaction
+    // someone else opened on this connection is not joined: a claim or an effect's journal row
+    // written into it would vanish with its rollback, and the effect be sent again as new.
+    if (db.inTransaction) {
+      if (!ours)
+        throw new InvalidArgument(
+          "a transaction is open on the store's own connection: the store's writes would join it; " +
+            'submit inside a transaction on a connection of your own (`{ tx }`)',
+        );
+      return fn(clock.now());
+    }
     try {
       return transaction.immediate(fn) as T;
     } catch (error) {
@@ -214,17 +267,23 @@ export function openSqlite(options: SqliteOptions, clock: Clock): SqliteContext 
   return {
     db,
     clock,
+    busyTimeoutMs,
     ...statements(db),
     write,
     writeUnsynced<T>(fn: (now: number) => T): T {
       if (db.inTransaction || synchronous !== 'FULL') return write(fn);
       // Not a statement prepared once: SQLite applies `PRAGMA synchronous` when it compiles it, so
       // preparing both settings up front would leave the connection at whichever came last.
-      db.pragma('synchronous = NORMAL');
+      // Classified like the write: on a closed store the pragma is what fails first.
+      try {
+        db.pragma('synchronous = NORMAL');
+      } catch (error) {
+        throw classifySqliteError(error);
+      }
       try {
         return write(fn);
       } finally {
-        db.pragma('synchronous = FULL');
+        if (db.open) db.pragma('synchronous = FULL');
       }
     },
     read<T>(fn: () => T): T {

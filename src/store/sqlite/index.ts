@@ -5,12 +5,14 @@
  * resolves at once, and the engine groups concurrent hot-path calls so many share one commit.
  */
 
+import { realpathSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
 import { systemClock } from '../../core/clock.js';
 import { InvalidArgument } from '../../core/errors/index.js';
 import type { Store } from '../store.js';
 import type { LeaseRef, ListedOperation, ListParams, QueueStat } from '../types.js';
 import { budgetUsage } from './budgets.js';
+import { whileBusy } from './busy.js';
 import { claimMany } from './claim.js';
 import { borrowSqlite, openSqlite, type SqliteContext, type SqliteOptions } from './connection.js';
 import { sqliteDriver } from './driver.js';
@@ -59,29 +61,38 @@ export interface SqliteStore extends Store {
  * await store.migrate();
  * ```
  */
+/** Where SQLite puts the file's WAL: beside the file itself, a symbolic link followed. */
+export function walPathOf(path: string): string {
+  return `${walBase(path)}-wal`;
+}
+
+function walBase(path: string): string {
+  const absolute = resolvePath(path);
+  try {
+    return realpathSync(absolute);
+  } catch {
+    return absolute;
+  }
+}
+
 export function sqliteStore(options: SqliteOptions): SqliteStore {
   if (options.watch !== undefined && typeof options.watch !== 'boolean')
     throw new InvalidArgument('watch must be true or false');
-  // Resolved now: the file SQLite opens, whatever the working directory is later.
-  const walPath = `${resolvePath(options.path)}-wal`;
   const ctx = openSqlite(options, options.clock ?? systemClock);
+  // Resolved now: the file SQLite opens, whatever the working directory is later. SQLite puts the
+  // WAL beside the file a symbolic link points to, not beside the link.
+  const walPath = walPathOf(options.path);
   const list = (p: ListParams): ListedOperation[] =>
     (ctx.stmt(listSql(p)).all(listParams(p)) as Array<RawOperation & { listed_bytes: number }>).map((r) => ({
       ...toOperationRow(r),
       listedBytes: r.listed_bytes,
     }));
-  const resolve = <T>(fn: () => T): Promise<T> => {
-    try {
-      return Promise.resolve(fn());
-    } catch (error) {
-      return Promise.reject(error);
-    }
-  };
+  const resolve = <T>(fn: () => T): Promise<T> => whileBusy(fn, ctx.busyTimeoutMs);
   return {
     dialect: 'sqlite',
     context: ctx,
     migrate: () => resolve(() => migrateSqlite(ctx)),
-    migrationStatus: () => resolve(() => migrationStatusSqlite(ctx)),
+    migrationStatus: () => resolve(() => ctx.read(() => migrationStatusSqlite(ctx))),
     close: () => resolve(() => void (ctx.db.open && ctx.db.close())),
     now: () => Promise.resolve(ctx.clock.now()),
     subscribe: (onClass, subscribeOptions) =>
@@ -89,7 +100,7 @@ export function sqliteStore(options: SqliteOptions): SqliteStore {
         // A private database (in memory, or a temporary file) has no other connection to hear from.
         if (options.watch === false || options.path === ':memory:' || options.path === '')
           return async () => {};
-        const watch = watchClasses(ctx, walPath, onClass, subscribeOptions?.interest);
+        const watch = ctx.read(() => watchClasses(ctx, walPath, onClass, subscribeOptions?.interest));
         return async () => watch.stop();
       }),
     operationSubmitMany: (items, submitOptions) =>
@@ -99,6 +110,11 @@ export function sqliteStore(options: SqliteOptions): SqliteStore {
         if (!(tx instanceof sqliteDriver())) {
           throw new InvalidArgument('tx must be a better-sqlite3 Database inside an open transaction');
         }
+        // On the store's own connection every write of the store would join the transaction too.
+        if (tx === ctx.db)
+          throw new InvalidArgument(
+            "tx must be a connection of your own, not the store's: the store's other writes would join your transaction",
+          );
         return submitMany(borrowSqlite(tx, ctx.clock), items);
       }),
     operationGet: ({ tenant, id }) =>

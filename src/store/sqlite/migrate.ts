@@ -6,6 +6,7 @@
  * breaking version is refused before anything is applied (store/migrations.ts).
  */
 import { fileURLToPath } from 'node:url';
+import { StoreError } from '../../core/errors/index.js';
 import { loadMigrations, type MigrationStatus, schemaNewerError } from '../migrations.js';
 import type { SqliteContext } from './connection.js';
 
@@ -13,16 +14,30 @@ const DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
 
 export function migrateSqlite(ctx: SqliteContext): void {
   const migrations = loadMigrations(DIR);
-  ctx.write(() => {
-    ctx.db.exec(`CREATE TABLE IF NOT EXISTS sluice_migrations (
-      version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL,
-      breaking INTEGER NOT NULL DEFAULT 1)`);
-    // Files migrated before migrations were marked: every version they hold counts as breaking.
-    if (!hasBreakingColumn(ctx))
-      ctx.db.exec('ALTER TABLE sluice_migrations ADD COLUMN breaking INTEGER NOT NULL DEFAULT 1');
-    const status = readStatus(ctx, migrations.at(-1)?.version ?? 0);
-    if (status.breakingAhead !== null) throw schemaNewerError(status);
-  });
+  try {
+    ctx.write(() => {
+      ctx.db.exec(`CREATE TABLE IF NOT EXISTS sluice_migrations (
+        version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL,
+        breaking INTEGER NOT NULL DEFAULT 1)`);
+      // Files migrated before migrations were marked: every version they hold counts as breaking.
+      if (!hasBreakingColumn(ctx))
+        ctx.db.exec('ALTER TABLE sluice_migrations ADD COLUMN breaking INTEGER NOT NULL DEFAULT 1');
+      const status = readStatus(ctx, migrations.at(-1)?.version ?? 0);
+      if (status.breakingAhead !== null) throw schemaNewerError(status);
+      // A write that changes nothing, so a file this process may not write is refused here, at a
+      // service's start, even with nothing to apply: every submit would fail after it.
+      const version = ctx.db.pragma('user_version', { simple: true }) as number;
+      ctx.db.pragma(`user_version = ${version}`);
+    });
+  } catch (error) {
+    if ((error as { cause?: { code?: unknown } }).cause?.code !== 'SQLITE_READONLY') throw error;
+    throw new StoreError(
+      'unknown',
+      `${(error as Error).message}: this process may not write the database file or its folder ` +
+        '(SQLite writes a -wal and a -shm file beside the file); the store writes',
+      { cause: error },
+    );
+  }
   for (const migration of migrations) {
     ctx.write((now) => {
       const done = ctx.db.prepare('SELECT 1 FROM sluice_migrations WHERE version = ?').get(migration.version);
