@@ -14,13 +14,21 @@ import { LONE_SURROGATE } from './stored-text.js';
 const MAX_NUMBER_TEXT = 25;
 
 /**
+ * The deepest nesting of arrays and objects a value may have. Deeper, the walks of it (this one,
+ * canonical JSON, the drivers') would overflow the stack, and SQLite's JSON functions refuse
+ * 1,000 levels; the HTTP API stops at 64 before it parses (`maxJsonDepth`).
+ */
+export const MAX_JSON_DEPTH = 512;
+
+/**
  * Throws `InputNotJson` unless `value` is plain JSON (no undefined, functions, BigInt, cycles,
- * NaN, lone surrogates). Returns a bound on the bytes of its JSON text, found on the same walk (a
+ * NaN, lone surrogates, nesting deeper than `MAX_JSON_DEPTH`). Returns a bound on the bytes of its JSON text, found on the same walk (a
  * string counts six bytes a UTF-16 unit, as `\u0000`; a number its longest text), so a caller
  * that limits the size serialises the value only when the bound is over its limit.
  */
 export function assertPlainJson(value: unknown): number {
   const seen = new Set<object>();
+  let depth = 0;
   const walk = (v: unknown, path: string): number => {
     if (v === null || typeof v === 'boolean') return 5;
     if (typeof v === 'string') {
@@ -34,6 +42,8 @@ export function assertPlainJson(value: unknown): number {
     }
     if (typeof v !== 'object') throw new InputNotJson(`${path || '(root)'} is a ${typeof v}`);
     if (seen.has(v)) throw new InputNotJson(`${path || '(root)'} is a cycle`);
+    if (++depth > MAX_JSON_DEPTH)
+      throw new InputNotJson(`the value nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep`);
     seen.add(v);
     // Brackets, and a comma after each member.
     let bound = 2;
@@ -54,6 +64,7 @@ export function assertPlainJson(value: unknown): number {
       }
     }
     seen.delete(v);
+    depth--;
     return bound;
   };
   return walk(value, '');

@@ -1,6 +1,12 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { assertPlainJson, canonicalJson, digestOfCanonical, operationDigest } from '../../src/core/digest.js';
+import {
+  assertPlainJson,
+  canonicalJson,
+  digestOfCanonical,
+  MAX_JSON_DEPTH,
+  operationDigest,
+} from '../../src/core/digest.js';
 import { isInputNotJson } from '../../src/core/errors/index.js';
 
 describe('operation digest', () => {
@@ -51,6 +57,26 @@ describe('operation digest', () => {
     cyclic.self = cyclic;
     expect(() => assertPlainJson(cyclic)).toThrow(/cycle/);
     expect(() => assertPlainJson({ a: [1, 'x', null, true, { b: 2 }] })).not.toThrow();
+  });
+
+  it(`takes nesting ${MAX_JSON_DEPTH} levels deep and refuses one more, however deep, as not JSON`, () => {
+    const nested = (levels: number): unknown => {
+      let v: unknown = 1;
+      for (let i = 0; i < levels; i++) v = i % 2 ? [v] : { a: v };
+      return v;
+    };
+    expect(() => assertPlainJson(nested(MAX_JSON_DEPTH))).not.toThrow();
+    for (const levels of [MAX_JSON_DEPTH + 1, 100_000]) {
+      let error: unknown;
+      try {
+        assertPlainJson(nested(levels));
+      } catch (e) {
+        error = e;
+      }
+      // Not a RangeError from an overflowed stack: the engine's stable code, naming the bound.
+      expect(isInputNotJson(error), `${levels} levels`).toBe(true);
+      expect((error as Error).message).toContain(`more than ${MAX_JSON_DEPTH} levels deep`);
+    }
   });
 });
 
