@@ -35,6 +35,7 @@ import { type Operation, toOperation } from './core/operation.js';
 import { isTerminal, OPERATION_STATES, type OperationState } from './core/states.js';
 import { isStoredText } from './core/stored-text.js';
 import { deriveEffectKey, type EffectKeyFn } from './effects/effect-key.js';
+import { MAX_REFERENCE_CHARS } from './effects/run-effect.js';
 import { createEvents, type SluiceEvents } from './observability/events.js';
 import { DEFAULT_RETENTION, purgeAll, type RetentionPolicy, rescueAll } from './queue/maintenance.js';
 import { Wakeup } from './queue/wakeup.js';
@@ -43,7 +44,13 @@ import { Batcher } from './runtime/batcher.js';
 import { KIND_NAME, type Kind, type KindDefinition, resolveKind, validateInput } from './runtime/kinds.js';
 import { Worker, type WorkerOptions } from './runtime/worker.js';
 import type { Store } from './store/store.js';
-import type { CancelOutcome, ReconcileEffect, SubmitOutcome, SubmitParams } from './store/types.js';
+import type {
+  CancelOutcome,
+  ReconcileEffect,
+  ReconcileParams,
+  SubmitOutcome,
+  SubmitParams,
+} from './store/types.js';
 
 export interface SluiceOptions {
   store: Store;
@@ -526,6 +533,12 @@ export class Sluice {
     },
   ): Promise<Operation> {
     assertRecorded(resolution);
+    // Checked here, not only by the HTTP API's schema: a library caller's typo ('comitted') read
+    // as `absent` by the store would have the charge sent again.
+    if (!RESOLUTIONS.includes(resolution.resolution))
+      throw new InvalidArgument(
+        `resolution must be one of ${RESOLUTIONS.join(', ')}, not ${String(resolution.resolution)}`,
+      );
     if (resolution.result !== undefined) {
       if (resolution.resolution !== 'succeeded')
         throw new InvalidArgument(
@@ -533,25 +546,20 @@ export class Sluice {
         );
       assertPlainJson(resolution.result);
     }
-    const effects = resolution.effects ?? [];
-    const op = effects.length > 0 ? await this.store.operationGet(ref) : undefined;
-    if (effects.length > 0 && !op) throw new OperationNotFound(ref.tenant, ref.id);
+    const effects: unknown = resolution.effects ?? [];
+    if (!Array.isArray(effects)) throw new InvalidArgument('effects must be an array');
+    for (const effect of effects) assertReconcileEffect(effect);
+    const op = await this.store.operationGet(ref);
+    if (!op) throw new OperationNotFound(ref.tenant, ref.id);
     // The effects of an operation in another state are not looked at: the store refuses it
     // (operation-state-invalid) as it would without them.
-    if (op?.state === 'needs_reconciliation') {
+    if (op.state === 'needs_reconciliation') {
+      const journal = await this.store.effectList(ref);
       // A mistyped name would be recorded as established while the real effect stayed pending.
-      const known = new Set((await this.store.effectList(ref)).map((e) => e.name));
+      const known = new Set(journal.map((e) => e.name));
       const named = new Set<string>();
-      for (const effect of effects) {
+      for (const effect of effects as ReconcileEffect[]) {
         if (named.has(effect.name)) throw new InvalidArgument(`effect ${effect.name} is named twice`);
-        if (effect.outcome === 'committed') {
-          if (typeof effect.reference === 'string' && !isStoredText(effect.reference))
-            throw new InvalidArgument(
-              `the reference of effect ${effect.name} holds a NUL or a lone surrogate`,
-            );
-          // Handed back to the handler as the effect's result: plain JSON, as a provider's answer.
-          if (effect.result !== undefined) assertPlainJson(effect.result);
-        }
         named.add(effect.name);
         if (!known.has(effect.name)) {
           const list = [...known].join(', ') || 'none';
@@ -560,6 +568,14 @@ export class Sluice {
           );
         }
       }
+      // Ended with an effect's outcome still unknown, the operation would read succeeded or failed
+      // over a possible charge, and the purge would later delete the only record of it.
+      const unknown = journal.filter((e) => e.state === 'pending' && !named.has(e.name)).map((e) => e.name);
+      if (resolution.resolution !== 'requeue' && unknown.length > 0)
+        throw new InvalidArgument(
+          `the outcome of effect ${unknown.join(', ')} is unknown: establish it at the provider and name it ` +
+            `committed or absent, or requeue the operation, before ending it ${resolution.resolution}`,
+        );
     }
     const row = await this.store.operationReconcile({ ...ref, ...resolution });
     if (row.state === 'queued') this.wakeup.notify(row.class);
@@ -710,6 +726,39 @@ function retryBudgetOf(given: Partial<RetryBudgetConfig> | undefined): RetryBudg
  * NUL is refused: PostgreSQL's text cannot hold it, and SQLite's would, so the stores would differ.
  * So is a lone surrogate, which is not Unicode text: each store would keep another replacement.
  */
+const RESOLUTIONS: ReadonlyArray<ReconcileParams['resolution']> = ['requeue', 'succeeded', 'failed'];
+
+/** One effect's established outcome, as `reconcile` takes it (the HTTP API's schema, for callers of the library). */
+function assertReconcileEffect(effect: unknown): asserts effect is ReconcileEffect {
+  if (typeof effect !== 'object' || effect === null)
+    throw new InvalidArgument('each effect must be an object');
+  const e = effect as Record<string, unknown>;
+  if (typeof e.name !== 'string' || e.name === '')
+    throw new InvalidArgument('each effect needs its name, a non-empty string');
+  if (e.outcome !== 'committed' && e.outcome !== 'absent')
+    throw new InvalidArgument(
+      `the outcome of effect ${e.name} must be committed or absent, not ${String(e.outcome)}`,
+    );
+  if (e.outcome === 'absent') {
+    if (e.result !== undefined || (e.reference !== undefined && e.reference !== null))
+      throw new InvalidArgument(`effect ${e.name} is absent: it has no result or reference to keep`);
+    return;
+  }
+  if (e.reference !== undefined && e.reference !== null) {
+    if (
+      typeof e.reference !== 'string' ||
+      e.reference.length > MAX_REFERENCE_CHARS ||
+      !isStoredText(e.reference)
+    )
+      throw new InvalidArgument(
+        `the reference of effect ${e.name} must be a string of at most ${MAX_REFERENCE_CHARS} characters, ` +
+          'without NUL or a lone surrogate',
+      );
+  }
+  // Handed back to the handler as the effect's result: plain JSON, as a provider's answer.
+  if (e.result !== undefined) assertPlainJson(e.result);
+}
+
 function assertRecorded(who: { by: unknown; reason: unknown }): void {
   const text = (name: string, value: unknown, max: number) => {
     if (typeof value !== 'string' || value.trim() === '' || value.length > max || !isStoredText(value))

@@ -27,7 +27,9 @@ function folder(): string {
 }
 
 /** An engine on a new file, with a `job` kind, and a second connection of the caller's own. */
-async function engine(busyTimeoutMs?: number): Promise<{ h: Harness; other: Database.Database; path: string }> {
+async function engine(
+  busyTimeoutMs?: number,
+): Promise<{ h: Harness; other: Database.Database; path: string }> {
   const dir = folder();
   const path = join(dir, 'sluice.db');
   const h = await harness({ dir, store: sqliteStore({ path, busyTimeoutMs }) });
@@ -68,7 +70,9 @@ describe('the SQLite store and another connection holding the write lock', () =>
   it('fails store-busy, retryable, once the busy timeout has passed', async () => {
     const { h, other } = await engine(100);
     other.exec('BEGIN IMMEDIATE');
-    const refused = await failure(h.sluice.submit({ tenant: 'North', id: 'a', kind: 'job', input: { n: 1 } }));
+    const refused = await failure(
+      h.sluice.submit({ tenant: 'North', id: 'a', kind: 'job', input: { n: 1 } }),
+    );
     other.exec('ROLLBACK');
     expect([refused.code, refused.retryable]).toEqual(['store-busy', true]);
     expect(await h.sluice.get({ tenant: 'North', id: 'a' })).toBeUndefined();
@@ -90,7 +94,9 @@ describe("a transactional submit on SQLite (the caller's transaction)", () => {
     const joined = await failure(h.sluice.submit({ tenant: 'North', id: 'b', kind: 'job', input: { n: 1 } }));
     expect(joined.code).toBe('invalid-argument');
     own.exec('ROLLBACK');
-    expect((await h.sluice.submit({ tenant: 'North', id: 'b', kind: 'job', input: { n: 1 } })).created).toBe(true);
+    expect((await h.sluice.submit({ tenant: 'North', id: 'b', kind: 'job', input: { n: 1 } })).created).toBe(
+      true,
+    );
   });
 
   it('begun deferred, after a read, behind another writer: store-serialization naming BEGIN IMMEDIATE', async () => {
@@ -141,7 +147,10 @@ describe('the SQLite store on a file it cannot use', () => {
 
   it('calls a file that is not a database store-unknown, not worth a retry', async () => {
     const path = join(folder(), 'not.db');
-    writeFileSync(path, 'this is not a SQLite database, only text long enough to be read as one. '.repeat(20));
+    writeFileSync(
+      path,
+      'this is not a SQLite database, only text long enough to be read as one. '.repeat(20),
+    );
     let error: unknown;
     try {
       const store = sqliteStore({ path });

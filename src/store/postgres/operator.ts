@@ -123,6 +123,14 @@ export function cancel(
   });
 }
 
+/**
+ * An operation sent back to the queue by an operator gets the time it was given at acceptance
+ * again, from now (`$2`): kept, a deadline that had passed (the usual case for a dead operation,
+ * an hour by default) would end it `deadline-exceeded` at its first claim, its handler never run.
+ */
+const FRESH_DEADLINE =
+  'deadline_at = CASE WHEN deadline_at IS NULL THEN NULL ELSE $2 + (deadline_at - created_at) END';
+
 /** dead → queued under a new attempt count, recorded with who and why. */
 export function redrive(
   ctx: PgContext,
@@ -138,7 +146,7 @@ export function redrive(
     if (op.state !== 'dead') throw new InvalidStateTransition('redrive', op.state, id);
     await q(
       `UPDATE {s}.operations SET state = 'queued', attempt = 0, lease_expiries = 0, run_after = $2,
-              finished_at = NULL, updated_at = $2, cancel = NULL WHERE seq = $1`,
+              finished_at = NULL, updated_at = $2, cancel = NULL, ${FRESH_DEADLINE} WHERE seq = $1`,
       [op.seq, now],
     );
     await enter(ctx, q, op, now);
@@ -199,7 +207,7 @@ export function reconcile(ctx: PgContext, p: ReconcileParams): Promise<Operation
     if (p.resolution === 'requeue') {
       await q(
         `UPDATE {s}.operations SET state = 'queued', attempt = 0, lease_expiries = 0, run_after = $2,
-                finished_at = NULL, updated_at = $2 WHERE seq = $1`,
+                finished_at = NULL, updated_at = $2, ${FRESH_DEADLINE} WHERE seq = $1`,
         [op.seq, now],
       );
       await enter(ctx, q, op, now);

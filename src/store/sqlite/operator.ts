@@ -93,6 +93,15 @@ export function cancel(
   });
 }
 
+/**
+ * An operation sent back to the queue by an operator gets the time it was given at acceptance
+ * again, from now: kept, a deadline that had passed (the usual case for a dead operation, an
+ * hour by default) would end it `deadline-exceeded` at its first claim, its handler never run.
+ * Bound to the moment of the redrive or reconcile.
+ */
+const FRESH_DEADLINE =
+  'deadline_at = CASE WHEN deadline_at IS NULL THEN NULL ELSE ? + (deadline_at - created_at) END';
+
 export function redrive(
   ctx: SqliteContext,
   tenant: string,
@@ -107,9 +116,9 @@ export function redrive(
     ctx
       .stmt(
         `UPDATE operations SET state = 'queued', attempt = 0, lease_expiries = 0, run_after = ?, finished_at = NULL,
-           updated_at = ?, cancel = NULL WHERE seq = ?`,
+           updated_at = ?, cancel = NULL, ${FRESH_DEADLINE} WHERE seq = ?`,
       )
-      .run(now, now, op.seq);
+      .run(now, now, now, op.seq);
     queueEnter(ctx, op.class, op.tenant, 1, now, 0);
     record(ctx, op, now, 'redrive', by, reason, { previousError: op.error ? JSON.parse(op.error) : null });
     return toOperationRow(load(ctx, tenant, id)!);
@@ -149,9 +158,9 @@ export function reconcile(ctx: SqliteContext, p: ReconcileParams): OperationRow 
       ctx
         .stmt(
           `UPDATE operations SET state = 'queued', attempt = 0, lease_expiries = 0, run_after = ?,
-             finished_at = NULL, updated_at = ? WHERE seq = ?`,
+             finished_at = NULL, updated_at = ?, ${FRESH_DEADLINE} WHERE seq = ?`,
         )
-        .run(now, now, op.seq);
+        .run(now, now, now, op.seq);
       queueEnter(ctx, op.class, op.tenant, 1, now, 0);
     } else {
       ctx

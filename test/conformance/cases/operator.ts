@@ -222,6 +222,35 @@ export function operatorCases(t: CaseRegistry): void {
       ).toEqual([false]);
     });
 
+    g.test(
+      'redrive gives the operation the time it had at acceptance again, from the redrive',
+      async (fx) => {
+        const { store, clock } = fx;
+        await submitCreated(store, { id: 'timed', deadlineMs: 60_000, maxAttempts: 1 });
+        await submitCreated(store, { id: 'untimed', deadlineMs: null, maxAttempts: 1 });
+        for (let i = 0; i < 2; i++) {
+          const row = await claimOne(store);
+          await store.attemptFinishMany([{ lease: leaseOf(row), outcome: 'dead', error: BOOM }]);
+        }
+        // Past the deadline: kept, the first claim after the redrive would end it unrun.
+        clock.advance(3_600_000);
+        const timed = await store.operationRedrive({
+          tenant: 'North',
+          id: 'timed',
+          by: 'alice',
+          reason: 'fixed',
+        });
+        expect(timed.deadlineAt).toBe(clock.now() + 60_000);
+        const untimed = await store.operationRedrive({
+          tenant: 'North',
+          id: 'untimed',
+          by: 'alice',
+          reason: 'fixed',
+        });
+        expect(untimed.deadlineAt).toBeNull();
+      },
+    );
+
     g.test('redrive of a crash loop resets the expiry counter', async (fx) => {
       await submitCreated(fx.store, { maxAttempts: 10 });
       for (let i = 0; i < 3; i++) {
@@ -305,6 +334,28 @@ export function operatorCases(t: CaseRegistry): void {
         clock.advance(1_000);
         const sent = await store.effectRecordSend({ lease, name: 'charge' });
         expect(sent.row).toMatchObject({ state: 'pending', firstSentAt: clock.now() });
+      },
+    );
+
+    g.test(
+      'requeued, the operation has the time it had at acceptance again, from the reconcile',
+      async (fx) => {
+        const { store, clock } = fx;
+        await submitCreated(store, { deadlineMs: 60_000 });
+        const row = await claimOne(store);
+        await store.effectBegin({ lease: leaseOf(row), name: 'charge', key: 'sk_1' });
+        await store.attemptFinishMany([{ lease: leaseOf(row), outcome: 'failed', error: BOOM }]);
+        expect((await getRow(store, ref)).state).toBe('needs_reconciliation');
+        // Past the deadline, as a parked operation usually is by the time a person looks.
+        clock.advance(3_600_000);
+        const requeued = await store.operationReconcile({
+          ...ref,
+          by: 'bob',
+          reason: 'provider has no such charge',
+          effects: [{ name: 'charge', outcome: 'absent' }],
+          resolution: 'requeue',
+        });
+        expect(requeued.deadlineAt).toBe(clock.now() + 60_000);
       },
     );
 
