@@ -73,6 +73,12 @@ export interface Metrics {
 const PREFIX = 'sluice_';
 /** How long a scrape waits for the store's answer before it reports the store down. */
 const SNAPSHOT_TIMEOUT_MS = 2000;
+/**
+ * A store read still out this long is given up, and the next scrape reads afresh: a connection
+ * the network dropped answers only when TCP gives up, a quarter of an hour or more, and the
+ * store may be back long before.
+ */
+const STALE_READ_MS = 30_000;
 
 const SECONDS_SHORT = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 const SECONDS_ATTEMPT = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
@@ -100,6 +106,8 @@ class PromMetrics implements Metrics {
   private source: MetricsSource | undefined;
   private pending: Promise<Snapshot | null> | undefined;
   private pendingSince = 0;
+  /** A read given up while still out: until it settles no other is given up (module header). */
+  private abandoned: Promise<unknown> | undefined;
   private readonly retryWindowMs: number;
 
   // Events.
@@ -173,7 +181,7 @@ class PromMetrics implements Metrics {
     );
     this.firstAttemptAge = histogram(
       'age_of_first_attempt_seconds',
-      'How long an operation waited from acceptance to its first attempt (AgeOfFirstAttempt).',
+      'How long an operation waited for its first attempt from when it was due: its acceptance, or the end of its delayMs (AgeOfFirstAttempt).',
       ['class'],
       SECONDS_LONG,
     );
@@ -260,13 +268,41 @@ class PromMetrics implements Metrics {
    * come while it runs. A read that has not answered within SNAPSHOT_TIMEOUT_MS of its start
    * counts as the store being down (`store_up 0`, no store gauges): one that hangs (a connection
    * the network dropped hangs for minutes) must not hang every scrape, and with it every series
-   * of the process. No second read starts while it hangs: each would hold a pool connection.
+   * of the process. No second read starts while it hangs, each would hold a pool connection,
+   * until it has hung STALE_READ_MS: then it is given up and the next read starts, so a store
+   * that came back is seen again; at most one read is given up at a time, so the reads of the
+   * metrics hold two connections at most.
    */
   private snapshot(): Promise<Snapshot | null> {
     const source = this.source;
     if (!source) return Promise.resolve(null);
-    if (!this.pending) this.pendingSince = performance.now();
-    this.pending ??= (async () => {
+    if (this.pending && !this.abandoned && performance.now() - this.pendingSince >= STALE_READ_MS) {
+      const stale = this.pending;
+      this.abandoned = stale;
+      this.pending = undefined;
+      void stale.finally(() => {
+        if (this.abandoned === stale) this.abandoned = undefined;
+      });
+    }
+    if (!this.pending) {
+      this.pendingSince = performance.now();
+      this.pending = this.read(source);
+    }
+    const read = this.pending;
+    const left = SNAPSHOT_TIMEOUT_MS - (performance.now() - this.pendingSince);
+    if (left <= 0) return Promise.resolve(null);
+    let timer: NodeJS.Timeout | undefined;
+    return Promise.race([
+      read,
+      new Promise<null>((resolve) => {
+        timer = setTimeout(() => resolve(null), left);
+      }),
+    ]).finally(() => clearTimeout(timer));
+  }
+
+  /** The store's figures, or null when it does not answer; it clears `pending` when it settles. */
+  private read(source: MetricsSource): Promise<Snapshot | null> {
+    const read: Promise<Snapshot | null> = (async () => {
       const store = source.sluice.store;
       try {
         const now = await store.now();
@@ -282,17 +318,10 @@ class PromMetrics implements Metrics {
         return null;
       }
     })().finally(() => {
-      this.pending = undefined;
+      // A read given up and settling late leaves the read that replaced it in place.
+      if (this.pending === read) this.pending = undefined;
     });
-    const left = SNAPSHOT_TIMEOUT_MS - (performance.now() - this.pendingSince);
-    if (left <= 0) return Promise.resolve(null);
-    let timer: NodeJS.Timeout | undefined;
-    return Promise.race([
-      this.pending,
-      new Promise<null>((resolve) => {
-        timer = setTimeout(() => resolve(null), left);
-      }),
-    ]).finally(() => clearTimeout(timer));
+    return read;
   }
 
   private collectedGauges(registers: Registry[]): void {

@@ -194,8 +194,11 @@ export async function runAttempt(
       // A deferral gives attempt 1 back and leaves its reason in `error`: not a first start again.
       // (A release at shutdown gives it back too and leaves no trace on the row; the store's own
       // count of first attempts, for the retry budget, reads `started_at` and is exact.)
+      // Counted from when it was due: a submit's `delayMs` is the caller's wish, not a backlog.
       firstAttemptAgeMs:
-        row.attempt === 1 && row.error === null ? Math.max(0, claimNow - row.createdAt) : null,
+        row.attempt === 1 && row.error === null
+          ? Math.max(0, claimNow - Math.max(row.createdAt, row.runAfter))
+          : null,
     });
   const report = await attemptOnce(env, row, claimNow);
   if (env.events.listenerCount('attempt-ended') === 0) return report;

@@ -59,6 +59,19 @@ describe('sluice.events', () => {
     expect(ends[1]!.endToEndMs).toBeGreaterThanOrEqual(1500);
   });
 
+  it('counts the wait for a first attempt from when it was due, not from a delayed submit', async () => {
+    const clock = new FakeClock();
+    h = await harness({ clock });
+    h.sluice.define('job', { input: z.object({}), run: () => null });
+    const ages: Array<number | null> = [];
+    h.sluice.events.on('attempt-started', (e) => ages.push(e.firstAttemptAgeMs));
+    await h.sluice.submit({ tenant: 'North', id: 'later', kind: 'job', input: {}, delayMs: 3000 });
+    clock.advance(3500); // due after 3 s, started half a second late
+    h.worker().start();
+    await h.sluice.wait({ tenant: 'North', id: 'later' });
+    expect(ages).toEqual([500]);
+  });
+
   it('reports the state the store ended the operation in, not the one the attempt asked for', async () => {
     h = await harness();
     h.sluice.define('unsure', {

@@ -337,6 +337,39 @@ describe('GET /metrics', () => {
     unbind();
   });
 
+  it('gives up a read that hung 30 s, and sees the store again when it is back', async () => {
+    vi.useFakeTimers({ toFake: ['performance', 'setTimeout', 'clearTimeout', 'setImmediate'] });
+    onTestFinished(() => {
+      vi.useRealTimers();
+    });
+    let reads = 0;
+    let back = false;
+    // A read on a connection the network dropped: it never answers. Once the store is back, reads
+    // on new connections answer.
+    const queueStats = () => {
+      reads++;
+      return back ? Promise.resolve([]) : new Promise<[]>(() => {});
+    };
+    const engine = engineOver({ dialect: 'sqlite', queueStats });
+    const metrics = createMetrics();
+    const unbind = metrics.bind({ sluice: engine });
+    const scrape = async () => {
+      const text = metrics.scrape();
+      await vi.advanceTimersByTimeAsync(2000);
+      return samples(await text).get('sluice_store_up');
+    };
+    expect(await scrape()).toBe(0);
+    back = true;
+    // Within 30 s of its start the hung read is waited for: no second read.
+    await vi.advanceTimersByTimeAsync(25_000);
+    expect(await scrape()).toBe(0);
+    expect(reads).toBe(1);
+    await vi.advanceTimersByTimeAsync(5_000);
+    expect(await scrape()).toBe(1);
+    expect(reads).toBe(2);
+    unbind();
+  });
+
   it('counts and logs a request refused before routing, as any other', async () => {
     r = await rig();
     const bad = await r.call('GET', '/v1/operations/%E0%A4%A');
