@@ -4,6 +4,7 @@
  * from it: the phases and their lengths (the duration scales them), the load each phase drives,
  * and the objectives the invariants hold it to.
  */
+import { redact } from '../cli/open-store.js';
 import { InvalidArgument } from '../core/errors/index.js';
 import type { DrillBreak } from './serve-config.js';
 import type { DrillSettings, PhaseName } from './types.js';
@@ -141,9 +142,9 @@ export function maskDb(db: string): string {
   if (!/^postgres(ql)?:\/\//.test(db)) return db;
   try {
     const u = new URL(db);
-    if (u.password) u.password = '***';
     u.searchParams.delete('application_name');
-    return u.toString();
+    // The password, and one given as a query parameter, as the CLI hides them.
+    return redact(u.toString());
   } catch {
     return 'postgres://…';
   }

@@ -3,7 +3,9 @@
  * The real deployment the drill drives: the HTTP provider stub (in the drill's own process, so
  * its ledger is read directly), one API process and N worker processes, each a
  * `node dist/cli/main.js serve --role api|worker --config dist/drill/serve-config.js` on the
- * run's store, logging to a file of its own.
+ * run's store, logging to a file of its own. The store reaches them as `SLUICE_DB` in their
+ * environment, not as `--db`: a command line is anyone's to read (`ps`, /proc/<pid>/cmdline),
+ * and a PostgreSQL URL may carry its password.
  *
  * Workers live in numbered slots (W1…WN). A slot's process may die — SIGKILLed by the drill, or
  * by itself at an armed failpoint (`SLUICE_FAILPOINTS`) — and is then replaced by a new
@@ -140,8 +142,10 @@ export class Deployment {
       SLUICE_DRILL_BREAK: this.options.break ?? '',
       SLUICE_FAILPOINTS: failpoints,
       SLUICE_LOG_LEVEL: process.env.SLUICE_DRILL_LOG_LEVEL ?? 'warn',
+      // The run's store, in place of whatever the drill was started with; serve reads it over the
+      // config's `db`, and keeps the config's settings.
+      SLUICE_DB: this.options.db,
     };
-    delete env.SLUICE_DB;
     delete env.PORT;
     return env;
   }
@@ -151,7 +155,7 @@ export class Deployment {
     this.stub = await startProviderServer({ latencyMs: this.options.stubLatencyMs });
     const api = new Child(
       'api',
-      ['--role', 'api', '--config', CONFIG, '--db', this.options.db, '--port', '0', '--host', '127.0.0.1'],
+      ['--role', 'api', '--config', CONFIG, '--port', '0', '--host', '127.0.0.1'],
       this.env(''),
       this.options.logDir,
     );
@@ -176,7 +180,7 @@ export class Deployment {
     const name = n === 1 ? `W${slot}` : `W${slot}.${n - 1}`;
     const child = new Child(
       name,
-      ['--role', 'worker', '--config', CONFIG, '--db', this.options.db],
+      ['--role', 'worker', '--config', CONFIG],
       this.env(failpoints),
       this.options.logDir,
     );

@@ -29,6 +29,12 @@ export interface ServiceOptions {
   role?: Role;
   /** Overrides the config's store. */
   db?: string;
+  /**
+   * The command that migrates this store, named when its schema is behind and `migrate` is
+   * `'manual'` (`sluice serve` gives the one with its own `--db` and `--config`). Default:
+   * `sluice migrate --db <db>`.
+   */
+  migrateCommand?: string;
   port?: number;
   host?: string;
   logger?: Logger;
@@ -97,7 +103,7 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
   else {
     // Left to `sluice migrate`, an old schema would surface as failed requests instead.
     try {
-      await assertMigrated(store, options.db ?? config.db);
+      await assertMigrated(store, options.db ?? config.db, { migrate: options.migrateCommand });
     } catch (error) {
       await sluice.close();
       throw error;

@@ -7,6 +7,8 @@
  *   handler and leave the workers running, parented to init.
  * - The API process killed mid-run fails the drill: only worker exits were watched, and a
  *   recovery measured on a deployment without its API passed.
+ * - The store reaches the deployment's processes in their environment, not on their command
+ *   lines, which anyone on the host can read (`ps`): a PostgreSQL URL may carry its password.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -19,15 +21,26 @@ import { assertBuilt } from '../helpers/worker-process.js';
 const ROOT = join(import.meta.dirname, '../..');
 const GUARD_MS = 120_000;
 
-/** The pids of processes whose command line names `text`. */
-function processesNaming(text: string): number[] {
+/**
+ * The pids of processes whose command line (or environment, readable for this user's own
+ * processes) names `text`.
+ */
+function processesNaming(
+  text: string,
+  where: Array<'cmdline' | 'environ'> = ['cmdline', 'environ'],
+): number[] {
   const pids: number[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (readFileSync(join('/proc', entry, 'cmdline'), 'utf8').includes(text)) pids.push(Number(entry));
-    } catch {
-      // gone meanwhile
+    for (const file of where) {
+      try {
+        if (readFileSync(join('/proc', entry, file), 'utf8').includes(text)) {
+          pids.push(Number(entry));
+          break;
+        }
+      } catch {
+        // gone meanwhile, or another user's
+      }
     }
   }
   return pids;
@@ -93,8 +106,11 @@ describe('sluice drill, stopped or broken from outside', () => {
       const run = startDrill(['--duration', '15s', '--workers', '2']);
       const workDir = await run.workDir;
       await run.phase('baseline');
-      // The deployment is up: the API and both workers name the run's folder.
-      expect(processesNaming(workDir).length).toBeGreaterThanOrEqual(3);
+      // The deployment is up: the API and both workers have the run's store in their environment,
+      // and none has it on its command line.
+      // (A handler's subprocesses inherit the environment: at least three, then.)
+      expect(processesNaming(`SLUICE_DB=${workDir}/drill.db`, ['environ']).length).toBeGreaterThanOrEqual(3);
+      expect(processesNaming(`${workDir}/drill.db`, ['cmdline'])).toEqual([]);
       run.child.kill('SIGINT');
       // The second once the first is being handled (two at once may reach the process as one).
       await run.line(/drill: interrupted: stopping the deployment/);
@@ -114,7 +130,7 @@ describe('sluice drill, stopped or broken from outside', () => {
       const workDir = await run.workDir;
       await run.phase('crash');
       const api = processesNaming(workDir).filter((pid) =>
-        readFileSync(join('/proc', String(pid), 'cmdline'), 'utf8').includes('api'),
+        readFileSync(join('/proc', String(pid), 'cmdline'), 'utf8').includes('--role\0api\0'),
       );
       expect(api).toHaveLength(1);
       process.kill(api[0]!, 'SIGKILL');

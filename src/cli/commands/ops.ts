@@ -6,12 +6,20 @@
 import type { Command } from 'commander';
 import pino from 'pino';
 import { jsonFrom } from '../../config/inputs.js';
-import { InvalidArgument } from '../../core/errors/index.js';
+import { InvalidArgument, OperationNotFound } from '../../core/errors/index.js';
 import type { Operation } from '../../core/operation.js';
 import type { OperationState } from '../../core/states.js';
+import { isStoredText } from '../../core/stored-text.js';
+import { MAX_REFERENCE_CHARS } from '../../effects/run-effect.js';
 import { Sluice } from '../../sluice.js';
 import type { ReconcileEffect } from '../../store/types.js';
-import { assertMigrated, openStoreFromFlags, STORE_OPTIONS, type StoreFlags } from '../open-store.js';
+import {
+  assertMigrated,
+  ignoredConfigNote,
+  openStoreFromFlags,
+  STORE_OPTIONS,
+  type StoreFlags,
+} from '../open-store.js';
 
 /**
  * `ops cancel`'s status when the store answered `too_late`: the operation ran, or runs, to its
@@ -21,10 +29,14 @@ import { assertMigrated, openStoreFromFlags, STORE_OPTIONS, type StoreFlags } fr
 export const EXIT_CANCEL_TOO_LATE = 3;
 
 export async function withSluice<T>(flags: StoreFlags, fn: (sluice: Sluice) => Promise<T>): Promise<T> {
-  const { store, db } = await openStoreFromFlags(flags, { existing: true });
+  const opened = await openStoreFromFlags(flags, { existing: true });
+  const { store, db } = opened;
   const sluice = new Sluice({ store, logger: pino({ level: 'silent' }) });
   try {
-    await assertMigrated(store, db);
+    await assertMigrated(store, db, {
+      migrate: opened.migrate,
+      note: store.dialect === 'postgres' ? ignoredConfigNote(opened) : undefined,
+    });
     return await fn(sluice);
   } finally {
     await sluice.close();
@@ -83,7 +95,6 @@ export function opsCommand(program: Command): void {
         }
       });
     });
-  const by = () => process.env.SLUICE_OPERATOR ?? process.env.USER ?? 'cli';
   ops
     .command('cancel <tenant> <id>')
     .description(
@@ -94,8 +105,9 @@ export function opsCommand(program: Command): void {
     .option(...STORE_OPTIONS.db)
     .option(...STORE_OPTIONS.config)
     .action(async (tenant: string, id: string, opts: { db?: string; config?: string; by?: string }) => {
+      const who = operator(opts.by);
       await withSluice(opts, async (sluice) => {
-        const out = await sluice.cancel({ tenant, id }, { by: opts.by ?? by() });
+        const out = await sluice.cancel({ tenant, id }, { by: who });
         console.log(`${tenant}/${id}: cancel ${out.cancel}; state ${out.operation.state}`);
         if (out.cancel === 'too_late') process.exitCode = EXIT_CANCEL_TOO_LATE;
       });
@@ -113,8 +125,9 @@ export function opsCommand(program: Command): void {
         id: string,
         opts: { db?: string; config?: string; reason: string; by?: string },
       ) => {
+        const who = operator(opts.by);
         await withSluice(opts, async (sluice) => {
-          const op = await sluice.redrive({ tenant, id }, { by: opts.by ?? by(), reason: opts.reason });
+          const op = await sluice.redrive({ tenant, id }, { by: who, reason: opts.reason });
           console.log(`${tenant}/${id}: ${op.state}`);
         });
       },
@@ -126,7 +139,12 @@ export function opsCommand(program: Command): void {
     .requiredOption('--reason <text>', 'what was established at the provider')
     .option(
       '--effect <name=outcome>',
-      "an effect's outcome: name=absent, or name=committed[:json-result] (repeatable)",
+      "an effect's outcome: name=absent, or name=committed:<json>, the provider's answer as a requeued handler gets it back (committed:null for none); repeatable",
+      (value: string, all: string[] = []) => [...all, value],
+    )
+    .option(
+      '--reference <name=text>',
+      `the provider's reference of an effect named committed, e.g. charge=ch_9 (1–${MAX_REFERENCE_CHARS} characters; repeatable)`,
       (value: string, all: string[] = []) => [...all, value],
     )
     .option('--result <json>', 'the result, with --resolution succeeded')
@@ -142,19 +160,23 @@ export function opsCommand(program: Command): void {
           resolution: string;
           reason: string;
           effect?: string[];
+          reference?: string[];
           result?: string;
           by?: string;
         },
       ) => {
         if (!['requeue', 'succeeded', 'failed'].includes(opts.resolution)) {
-          throw new Error('--resolution must be requeue, succeeded or failed');
+          throw new InvalidArgument(
+            `--resolution must be requeue, succeeded or failed, not ${JSON.stringify(opts.resolution)}`,
+          );
         }
-        const effects = (opts.effect ?? []).map(parseEffect);
+        const effects = withReferences((opts.effect ?? []).map(parseEffect), opts.reference ?? []);
+        const who = operator(opts.by);
         await withSluice(opts, async (sluice) => {
           const op = await sluice.reconcile(
             { tenant, id },
             {
-              by: opts.by ?? by(),
+              by: who,
               reason: opts.reason,
               effects,
               resolution: opts.resolution as 'requeue' | 'succeeded' | 'failed',
@@ -173,24 +195,79 @@ export function opsCommand(program: Command): void {
     .action(async (tenant: string, id: string, opts: { db?: string; config?: string }) => {
       await withSluice(opts, async (sluice) => {
         const op = await sluice.get({ tenant, id }, { include: ['attempts', 'effects', 'events'] });
-        if (!op) {
-          console.error(`no operation ${id} for tenant ${tenant}`);
-          process.exitCode = 1;
-          return;
-        }
+        // Thrown, so it prints as every error does: `sluice: operation-not-found: …`, status 1.
+        if (!op) throw new OperationNotFound(tenant, id);
         console.log(JSON.stringify(op, null, 2));
       });
     });
 }
 
+/**
+ * Who an operator action is recorded as: `--by`, else `$SLUICE_OPERATOR`, else `$USER` (an empty
+ * variable is unset, as shells mean it), else `cli`. Held to the engine's rule for `by` here,
+ * before the store is opened, and for `cancel` too, which the engine records without checking:
+ * `--by ''` would cancel with no event, and a 5,000-character name would be stored as it came.
+ */
+function operator(flag: string | undefined): string {
+  const [where, by] =
+    flag !== undefined
+      ? ['--by', flag]
+      : process.env.SLUICE_OPERATOR
+        ? ['SLUICE_OPERATOR', process.env.SLUICE_OPERATOR]
+        : ['USER', process.env.USER || 'cli'];
+  if (by.trim() === '' || by.length > MAX_BY_CHARS || !isStoredText(by))
+    throw new InvalidArgument(
+      `${where} must be 1–${MAX_BY_CHARS} characters, not all blank, without NUL or a lone surrogate`,
+    );
+  return by;
+}
+
+/** The engine's bound on an operator action's `by` (src/sluice.ts, `assertRecorded`). */
+const MAX_BY_CHARS = 200;
+
+/**
+ * `name=absent`, or `name=committed:<json>`: the JSON is the provider's answer, which the journal
+ * returns to the handler after a requeue, so it is not optional — a bare `committed` would have
+ * the handler read `null` as what the provider said. `:null` says so outright when it had none.
+ */
 function parseEffect(spec: string): ReconcileEffect {
   const m = /^([^=]+)=(absent|committed)(?::(.*))?$/s.exec(spec);
-  if (!m) throw new InvalidArgument(`--effect ${spec}: expected name=absent or name=committed[:json]`);
+  if (!m) throw new InvalidArgument(`--effect ${spec}: expected name=absent or name=committed:<json>`);
   const [, name, outcome, json] = m;
-  if (outcome === 'absent') return { name: name!, outcome: 'absent' };
-  return {
-    name: name!,
-    outcome: 'committed',
-    result: json === undefined ? null : jsonFrom(`--effect ${name}=committed:`, json),
-  };
+  if (outcome === 'absent') {
+    if (json !== undefined)
+      throw new InvalidArgument(`--effect ${spec}: an absent effect has no result (name=absent)`);
+    return { name: name!, outcome: 'absent' };
+  }
+  if (json === undefined)
+    throw new InvalidArgument(
+      `--effect ${spec}: a committed effect needs the provider's answer as JSON, ` +
+        `which a requeued handler gets back: ${name}=committed:<json> (${name}=committed:null if it gave none)`,
+    );
+  return { name: name!, outcome: 'committed', result: jsonFrom(`--effect ${name}=committed:`, json) };
+}
+
+/** `--reference name=text` given to the effects named committed: a reference without one is refused. */
+function withReferences(effects: ReconcileEffect[], specs: string[]): ReconcileEffect[] {
+  const references = new Map<string, string>();
+  for (const spec of specs) {
+    const at = spec.indexOf('=');
+    if (at <= 0) throw new InvalidArgument(`--reference ${spec}: expected name=text`);
+    const name = spec.slice(0, at);
+    const text = spec.slice(at + 1);
+    if (references.has(name)) throw new InvalidArgument(`--reference ${name} is given twice`);
+    if (text.trim() === '' || text.length > MAX_REFERENCE_CHARS || !isStoredText(text))
+      throw new InvalidArgument(
+        `--reference ${name}: the reference must be 1–${MAX_REFERENCE_CHARS} characters, not all blank, ` +
+          'without NUL or a lone surrogate',
+      );
+    if (!effects.some((e) => e.name === name && e.outcome === 'committed'))
+      throw new InvalidArgument(
+        `--reference ${name}: only an effect named committed keeps a reference (--effect ${name}=committed:<json>)`,
+      );
+    references.set(name, text);
+  }
+  return effects.map((e) =>
+    e.outcome === 'committed' && references.has(e.name) ? { ...e, reference: references.get(e.name)! } : e,
+  );
 }

@@ -6,7 +6,9 @@ import type { Command } from 'commander';
 import pino from 'pino';
 import { loadConfig } from '../../config/config.js';
 import { logLevel, portFrom } from '../../config/inputs.js';
+import { InvalidArgument } from '../../core/errors/index.js';
 import { type Role, startService, stopOnSignals } from '../../service/service.js';
+import { migrateCommand } from '../open-store.js';
 
 export function serveCommand(program: Command): void {
   program
@@ -21,12 +23,15 @@ export function serveCommand(program: Command): void {
     .option('--host <host>', 'API address (default 127.0.0.1)')
     .option('--role <role>', 'api, worker or all', 'all')
     .action(async (opts: { config?: string; db?: string; port?: string; host?: string; role: string }) => {
-      if (!['api', 'worker', 'all'].includes(opts.role)) throw new Error('--role must be api, worker or all');
+      if (!['api', 'worker', 'all'].includes(opts.role))
+        throw new InvalidArgument(`--role must be api, worker or all, not ${JSON.stringify(opts.role)}`);
       const log = pino({ name: 'sluice', level: logLevel('info') }, pino.destination(2));
       const config = await loadConfig(opts.config);
       const service = await startService(config, {
         role: opts.role as Role,
         db: opts.db,
+        // The store's config schema is the config's: `--db` alone would migrate the default one.
+        migrateCommand: migrateCommand({ db: opts.db, config: opts.config }),
         port: opts.port === undefined ? undefined : portFrom('--port', opts.port),
         host: opts.host,
         logger: log,
