@@ -9,7 +9,9 @@
  * One block of a block cipher is a permutation: each position has one cursor, and without the key
  * neither tells anything of the other. The block's first half is a fixed mark, so a cursor the key
  * did not make (edited, cut, from another store) is refused rather than read as some other
- * position. Cursors of the earlier form are still read: a client paging across an upgrade goes on.
+ * position. Cursors of the earlier, unencrypted form are refused like any other string the key did
+ * not make: read, they let a tenant forge a cursor for any position and, by bisecting the positions
+ * where its own operations appear, count what every other tenant submitted in between.
  */
 import { createCipheriv, createDecipheriv } from 'node:crypto';
 
@@ -38,19 +40,16 @@ export class ListCursors {
   /** The position a cursor stands for, or undefined for a string that is no cursor. */
   decode(cursor: string): number | undefined {
     // Decoding skips what is not base64url, so `!!!` would read as an empty cursor.
-    if (!BASE64URL.test(cursor)) return undefined;
+    if (cursor.length !== CURSOR_CHARS || !BASE64URL.test(cursor)) return undefined;
     const bytes = Buffer.from(cursor, 'base64url');
-    if (cursor.length === CURSOR_CHARS && bytes.length === 16) {
-      const decipher = createDecipheriv('aes-128-ecb', this.key, null).setAutoPadding(false);
-      const block = Buffer.concat([decipher.update(bytes), decipher.final()]);
-      const seq = block.subarray(0, MARK.length).equals(MARK)
-        ? safe(block.readBigUInt64BE(MARK.length))
-        : undefined;
-      // The last character carries 4 bits that decoding drops: only the one spelling is a cursor.
-      if (seq !== undefined && this.encode(seq) === cursor) return seq;
-    }
-    const text = bytes.toString('latin1');
-    return /^\d+$/.test(text) ? safe(BigInt(text)) : undefined;
+    if (bytes.length !== 16) return undefined;
+    const decipher = createDecipheriv('aes-128-ecb', this.key, null).setAutoPadding(false);
+    const block = Buffer.concat([decipher.update(bytes), decipher.final()]);
+    const seq = block.subarray(0, MARK.length).equals(MARK)
+      ? safe(block.readBigUInt64BE(MARK.length))
+      : undefined;
+    // The last character carries 4 bits that decoding drops: only the one spelling is a cursor.
+    return seq !== undefined && this.encode(seq) === cursor ? seq : undefined;
   }
 }
 

@@ -2,7 +2,9 @@
  * @module http/json-body
  * The only body parser: `application/json` in UTF-8, read up to the server's body limit (fastify
  * refuses more with 413 before reading it: by `Content-Length` at once, by counting otherwise).
- * Every other content type is refused with 415, so a body never reaches a route unparsed.
+ * Every other content type is refused with 415, so a body never reaches a route unparsed; so is
+ * a body under any `Content-Encoding` but `identity` (RFC 9110 §8.4.1): nothing here decodes one,
+ * and gzip bytes read as JSON text would be refused as malformed or, worse, accepted.
  *
  * Before `JSON.parse`, one linear scan of the text enforces what parsing cannot undo:
  * - nesting depth (default 64): a 10,000-level array is tiny but would overflow the stack of
@@ -149,9 +151,43 @@ function utf8Text(request: FastifyRequest, body: Buffer): string {
   }
 }
 
+/** Whether a request declares a body: a `Content-Length` above 0, or a `Transfer-Encoding`. */
+function declaresBody(request: FastifyRequest): boolean {
+  const length = request.headers['content-length'];
+  return request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+}
+
+/**
+ * Refuses a body under a content coding the server does not decode, before a byte of it is read
+ * (RFC 9110 §15.5.16: 415, with `Accept-Encoding` naming what would be accepted). `identity`,
+ * listed any number of times, is no coding at all.
+ */
+export function checkContentEncoding(request: FastifyRequest): void {
+  const header = request.headers['content-encoding'];
+  if (header === undefined || !declaresBody(request)) return;
+  const codings = header
+    .split(',')
+    .map((c) => c.trim().toLowerCase())
+    .filter((c) => c !== '');
+  const other = codings.find((c) => c !== 'identity');
+  if (other === undefined) return;
+  const shown = other.length > 40 ? `${other.slice(0, 40)}…` : other;
+  throw new ApiError(
+    'unsupported-media-type',
+    `the body must be sent without a content coding, not ${JSON.stringify(shown)}`,
+    { headers: { 'accept-encoding': 'identity' } },
+  );
+}
+
 /** Replaces fastify's parsers with this one. */
 export function registerJsonParser(app: FastifyInstance, options: { maxDepth: number }): void {
   app.removeAllContentTypeParsers();
+  // Before the parser, so before the body is read. GET and HEAD bodies are never read (fastify
+  // parses none), and a path with no route is answered 404 whatever its body.
+  app.addHook('preParsing', async (request) => {
+    if (request.method === 'GET' || request.method === 'HEAD' || request.is404) return;
+    checkContentEncoding(request);
+  });
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
     let text: string;
     try {

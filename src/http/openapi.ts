@@ -164,16 +164,21 @@ function problemResponses(codes: string[]): Record<string, JsonSchema> {
   }
   const out: Record<string, JsonSchema> = {};
   for (const [status, list] of [...byStatus].sort(([a], [b]) => a - b)) {
-    const retry = status === 429 || status === 503;
+    const headers: Record<string, JsonSchema> = {};
+    if (status === 429 || status === 503)
+      headers['Retry-After'] = {
+        description: 'Seconds to wait before retrying.',
+        schema: { type: 'integer' },
+      };
+    // RFC 9110 §15.5.16: a body refused for its content coding names the codings accepted.
+    if (status === 415)
+      headers['Accept-Encoding'] = {
+        description: '`identity` when the body was refused for its `Content-Encoding`.',
+        schema: { type: 'string' },
+      };
     out[String(status)] = {
       description: `${STATUS_CODES[status] ?? 'Error'}. Problem types: ${list.map((c) => `\`${c}\``).join(', ')}.`,
-      ...(retry
-        ? {
-            headers: {
-              'Retry-After': { description: 'Seconds to wait before retrying.', schema: { type: 'integer' } },
-            },
-          }
-        : {}),
+      ...(Object.keys(headers).length > 0 ? { headers } : {}),
       content: { [PROBLEM_CONTENT_TYPE]: { schema: { $ref: '#/components/schemas/Problem' } } },
     };
   }

@@ -303,6 +303,12 @@ export function sendProblem(request: FastifyRequest, reply: FastifyReply, error:
   }
   reply.code(problem.status);
   for (const [name, value] of Object.entries(problem.headers)) reply.header(name, value);
+  // A refusal sent before the body has been read (a 401, 403, 429 or 503 from the hooks, a 415
+  // or 413 before reading) ends the connection: kept alive, Node would go on to read and discard
+  // the whole body the request declared, however large, for a client it has just refused. A
+  // request that declares no body is complete once its headers are in, and stays kept alive.
+  // (`complete` is undefined for `inject`, whose body is already in memory.)
+  if (request.raw.complete === false) reply.header('connection', 'close');
   // Set here too: a problem raised before routing (a malformed URL) skips the onSend hook.
   setCommonHeaders(request, reply);
   return reply.type(PROBLEM_CONTENT_TYPE).send(JSON.stringify(problem.body));
@@ -340,14 +346,18 @@ function safeInstance(path: string): string {
   return path.length > 1024 ? `${path.slice(0, 1024)}…` : path;
 }
 
-/** For the raw socket, where fastify is not involved (a header overflow, a request timeout). */
+/**
+ * For the raw socket, where fastify is not involved (a header overflow, a request timeout). The
+ * request may not have been parsed far enough to know its path, so every raw answer carries what
+ * a `/v1/` answer does.
+ */
 export function rawProblemResponse(code: HttpProblemCode): string {
   const { status, body } = toProblem(new ApiError(code, PROBLEMS[code].title));
   const text = JSON.stringify(body);
   return (
     `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n` +
     `Content-Type: ${PROBLEM_CONTENT_TYPE}\r\nContent-Length: ${Buffer.byteLength(text)}\r\n` +
-    'X-Content-Type-Options: nosniff\r\n' +
+    'Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n' +
     `Connection: close\r\n\r\n${text}`
   );
 }

@@ -4,17 +4,25 @@
  * keys (auth.ts), the one JSON parser (json-body.ts), the one error mapping (problem.ts), the
  * routes (routes/), metrics and the OpenAPI document — and owns the request lifecycle:
  *
- *   onRequest    shutting down? → 503; the key → principal (401/403); route checks (the
- *                Idempotency-Key, accepting) — all before a byte of the body is read
- *   parsing      only `application/json` (else 415), at most `bodyLimit` bytes (else 413,
- *                before parsing), depth and number range scanned, then parsed (else 400)
+ *   routing      a malformed path (400 url-invalid), a path segment too long (414), no route
+ *   onRequest    no Host → 400; shutting down? → 503; the key → principal (401/403); the
+ *                tenant's requests in progress (429); route checks (the Idempotency-Key,
+ *                accepting) — all before a byte of the body is read
+ *   parsing      no Content-Encoding but `identity` (else 415), only `application/json` (else
+ *                415), at most `bodyLimit` bytes (else 413, before reading), depth and number
+ *                range scanned, then parsed (else 400). `100 Continue` is sent, to a client that
+ *                asks for it, only here: when the body is first read
  *   validation   the route's JSON Schemas, strict (422 for a body, 400 for a query)
  *   handler      the engine; its errors map to problems in problem.ts
  *   onResponse   one log line (never a body, never a header) and the HTTP metrics
  *
+ * A refusal sent before the body has been read closes the connection (problem.ts), so the body
+ * of a refused request is never read.
+ *
  * Request logs carry method, route, status, time, tenant and operation id; fastify's own
  * per-request logging (which would print the request object) is off.
  */
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyRequest, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import { bounded } from '../core/bounds.js';
@@ -32,7 +40,7 @@ import { adminRoutes } from './routes/admin.js';
 import { operationRoutes } from './routes/operations.js';
 import { serviceRoutes } from './routes/service.js';
 import { tenantRoutes } from './routes/tenants.js';
-import { coerceQuery, type JsonSchema, OPERATION_ID_PATTERN } from './schemas.js';
+import { coerceQuery, type JsonSchema, OPERATION_ID_PATTERN, TENANT_PATTERN } from './schemas.js';
 import { DEFAULT_MAX_REQUESTS_PER_TENANT, TenantRequests } from './tenant-requests.js';
 
 export interface ServerOptions {
@@ -63,13 +71,23 @@ export interface ServerOptions {
   /**
    * A connection on which nothing has moved, either way, for this long is closed: a client that
    * stops reading its answers. Default twice `requestTimeoutMs` and a second (61 s), so that a
-   * request that stops arriving is first answered `408`.
+   * request that stops arriving is first answered `408`. Between requests, the keep-alive timeout
+   * (`KEEP_ALIVE_TIMEOUT_MS`) applies instead.
    */
   connectionTimeoutMs?: number;
 }
 
 /** How often Node checks open connections' request and header timeouts. */
 const CHECK_INTERVAL_MS = 1000;
+
+/**
+ * How long an idle keep-alive connection, its last answer sent, waits for the next request;
+ * advertised as `Keep-Alive: timeout=72`, and Node closes it a second later (73 s) so that a
+ * client reusing it at the last moment is not cut off. Longer than the 60 s idle timeout of the
+ * usual load balancers and proxies: the one in front closes an idle connection first, and never
+ * sends a request on one the server is closing (fastify's default, set here so that it is ours).
+ */
+export const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 
 /** Bytes a body may have beyond the input itself: `kind`, `deadlineMs`, whitespace. */
 export const BODY_FRAMING_BYTES = 4096;
@@ -127,6 +145,7 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     // The default leaves a stalled request time for its 408: Node notices a request timeout only at
     // its next check, up to CHECK_INTERVAL_MS late.
     connectionTimeout: options.connectionTimeoutMs ?? 2 * requestTimeout + CHECK_INTERVAL_MS,
+    keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
     http: {
       // Node checks the request and header timeouts of open connections only this often
       // (30 s by default), so a 30 s limit fired after 30–60 s, headers after up to 90.
@@ -147,6 +166,9 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     },
     // Errors Node's HTTP parser raises before fastify sees a request: headers over the limit
     // (16 KiB), a request that took too long, garbage. Answered as problems, then closed.
+    // Closed, not half-closed: a client that stalled (a 408) does not close its side, and until
+    // its socket closes, its request's answer has not closed either, which holds the tenant's
+    // place among its requests in progress (tenant-requests.ts) until the connection timeout.
     clientErrorHandler: (error, socket) => {
       const code = (error as { code?: string }).code;
       if (code === 'ECONNRESET' || socket.destroyed) return;
@@ -156,7 +178,7 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
           : code === 'ERR_HTTP_REQUEST_TIMEOUT'
             ? 'request-timeout'
             : 'bad-request';
-      if (socket.writable) socket.end(rawProblemResponse(problem));
+      if (socket.writable) socket.end(rawProblemResponse(problem), () => socket.destroy());
       else socket.destroy();
       refused('unparsed', PROBLEMS[problem].status, problem);
     },
@@ -167,6 +189,18 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     metrics.observeHttp({ method, route: 'unmatched', status, seconds: 0, problem });
     logger.info({ method, route: 'unmatched', status, problem }, 'request');
   }
+
+  // Node answers `Expect: 100-continue` with `100 Continue` as soon as it has the headers, unless
+  // the server handles `checkContinue`: the client would send its body, however large, before it
+  // is told it has no key. Here it is sent once the body is first read, which is after every
+  // check that needs no body (the hooks, the content type and encoding, the declared length);
+  // a request refused before then is answered without it, and its connection closed.
+  app.server.on('checkContinue', (request: IncomingMessage, response: ServerResponse) => {
+    request.once('resume', () => {
+      if (!response.headersSent) response.writeContinue();
+    });
+    app.routing(request, response);
+  });
 
   const routes = recordRoutes(app);
   app.decorateRequest('principal', null);
@@ -292,13 +326,18 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
   return app;
 }
 
+const LOGGABLE_ID = new RegExp(OPERATION_ID_PATTERN);
+const LOGGABLE_TENANT = new RegExp(TENANT_PATTERN);
+
 function tenantLabel(request: FastifyRequest): string | undefined {
   const p = request.principal;
   if (!p) return undefined;
-  return p.kind === 'tenant' ? p.tenant : (request.query as { tenant?: string } | undefined)?.tenant;
+  if (p.kind === 'tenant') return p.tenant;
+  // An admin key's `?tenant=` is what the client sent: logged, as ids are, only if the API would
+  // accept it (an array for `?tenant=a&tenant=b`, a newline, a megabyte are refused, and not logged).
+  const named = (request.query as { tenant?: unknown } | undefined)?.tenant;
+  return typeof named === 'string' && LOGGABLE_TENANT.test(named) ? named : undefined;
 }
-
-const LOGGABLE_ID = new RegExp(OPERATION_ID_PATTERN);
 
 function operationIdOf(request: FastifyRequest): string | undefined {
   const params = request.params as { id?: string } | undefined;

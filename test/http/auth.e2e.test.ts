@@ -289,6 +289,9 @@ describe('auth over loopback', () => {
       body: { kind: 'note', input: {} },
     });
     await r.call('GET', '/v1/operations/log%0Asix');
+    // An admin key's `?tenant=` is logged only as the API would accept it: not with a newline.
+    await r.call('GET', '/v1/operations?tenant=north', { key: KEYS.admin });
+    await r.call('GET', '/v1/operations?tenant=seven%0Aforged-line', { key: KEYS.admin });
     const all = r.logs.join('');
     for (const secret of [KEYS.north, KEYS.south, KEYS.admin, 'SECRET-WRONG-KEY', 'SECRET-BODY-MARKER']) {
       expect(all).not.toContain(secret);
@@ -303,9 +306,12 @@ describe('auth over loopback', () => {
       ['GET', '/v1/operations/:id', 404, 'south', 'log-1', 'operation-not-found'],
       ['POST', '/v1/operations', 400, 'north', undefined, 'idempotency-key-invalid'],
       ['GET', '/v1/operations/:id', 400, 'north', undefined, 'invalid-argument'],
+      ['GET', '/v1/operations', 200, 'north', undefined, null],
+      ['GET', '/v1/operations', 400, null, undefined, 'invalid-argument'],
     ]);
     expect(all).not.toContain('five');
     expect(all).not.toContain('six');
+    expect(all).not.toContain('forged-line');
   });
 
   it('key configuration is checked at build: duplicates, bad hashes, bad tenants refused', () => {

@@ -237,6 +237,13 @@ const CORPUS: Case[] = [
     code: 'unsupported-media-type',
   },
   {
+    name: 'a Content-Encoding the server does not decode (RFC 9110 §8.4.1)',
+    body: envelope(JSON.stringify(O7)),
+    headers: { 'content-encoding': 'gzip' },
+    status: 415,
+    code: 'unsupported-media-type',
+  },
+  {
     // JSON.parse keeps the last, other parsers the first: the body would not mean one thing.
     name: 'a key named twice in the envelope',
     body: '{"kind":"charge","kind":"export","input":{"invoice":7,"amount_cents":1}}',

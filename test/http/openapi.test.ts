@@ -186,6 +186,9 @@ describe('GET /openapi.json', () => {
     expect(Object.keys(cancel.responses)).toEqual(expect.arrayContaining(['413', '415']));
     expect(cancel.responses['400'].description).toMatch(/`body-malformed`/);
     expect(submit.responses['429'].headers['Retry-After']).toBeDefined();
+    // A body refused for its Content-Encoding is told the coding accepted (RFC 9110 §15.5.16).
+    expect(submit.responses['415'].headers['Accept-Encoding']).toMatchObject({ schema: { type: 'string' } });
+    expect(submit.responses['415'].headers['Retry-After']).toBeUndefined();
     // A tenant key's requests in progress are capped on every route it may call, not on admin ones.
     expect(submit.responses['429'].description).toMatch(/`tenant-too-many-requests`/);
     expect(doc.paths['/v1/operations/{id}'].get.responses['429'].description).toMatch(

@@ -162,6 +162,13 @@ describe('routes, in-process', () => {
       const res = await inject(r, 'GET', `/v1/operations?${bad}`);
       expect([bad, res.status, res.json.code]).toEqual([bad, 400, 'invalid-argument']);
     }
+    // A cursor of the earlier form (the position in base64url) could be forged for any position,
+    // and bisecting them would count other tenants' submits: refused like an edited one.
+    for (const seq of [0, 1, 3, 1_234_567_890_123_456]) {
+      const forged = Buffer.from(String(seq)).toString('base64url');
+      const res = await inject(r, 'GET', `/v1/operations?cursor=${forged}`);
+      expect([seq, res.status, res.json.code]).toEqual([seq, 400, 'invalid-argument']);
+    }
   });
 
   it('GET checks its id and include; an id of 255 is fine, 256 is 400', async () => {

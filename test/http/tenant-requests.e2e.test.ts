@@ -4,10 +4,12 @@
  * a request stops counting once its answer is sent or its client has gone. Over a real listener;
  * the requests held in progress wait in the store (a gate in front of its read of an operation).
  */
+import { once } from 'node:events';
 import { Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { sqliteStore } from '../../src/index.js';
 import type { Store } from '../../src/store/store.js';
+import { RawClient } from './raw-client.js';
 import { KEYS, type Rig, rig } from './rig.js';
 
 /** A store whose reads of one operation wait until `release()`; `held` counts the reads waiting. */
@@ -123,4 +125,32 @@ describe('requests in progress per tenant', () => {
     expect((await r.call('GET', '/v1/operations')).status).toBe(200);
     reads.release();
   });
+
+  it('stop counting once answered 408, though the stalled client leaves its connection open', async () => {
+    // The connection timeout, far off: the place must come back with the 408, not with it.
+    r = await rig({
+      server: { maxRequestsPerTenant: 1, requestTimeoutMs: 500, connectionTimeoutMs: 600_000 },
+    });
+    const base = await r.listen();
+    const accepted = new Promise<Socket>((resolve) => r.app.server.once('connection', resolve));
+    // A client that stops sending its body, and never closes its side.
+    const stalled = new RawClient(base, { allowHalfOpen: true });
+    try {
+      stalled.write(
+        `POST /v1/operations HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEYS.north}\r\n` +
+          'Idempotency-Key: slow\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"kind":',
+      );
+      const server = await accepted;
+      const [finished, closed] = [once(server, 'finish'), once(server, 'close')];
+      const answer = await stalled.read();
+      expect([answer.status, answer.json.code]).toEqual([408, 'request-timeout']);
+      // Closed once the answer is out, not half-closed to wait on a client that has stopped.
+      await finished;
+      expect(server.destroyed).toBe(true);
+      await closed;
+      expect((await r.call('GET', '/v1/operations')).status).toBe(200);
+    } finally {
+      stalled.destroy();
+    }
+  }, 20_000);
 });
