@@ -12,7 +12,7 @@ import { InvalidArgument } from '../../core/errors/index.js';
 import type { Store } from '../store.js';
 import type { LeaseRef, ListedOperation, ListParams, QueueStat } from '../types.js';
 import { budgetUsage } from './budgets.js';
-import { whileBusy } from './busy.js';
+import { BusyQueue } from './busy.js';
 import { claimMany } from './claim.js';
 import { borrowSqlite, openSqlite, type SqliteContext, type SqliteOptions } from './connection.js';
 import { sqliteDriver } from './driver.js';
@@ -87,7 +87,8 @@ export function sqliteStore(options: SqliteOptions): SqliteStore {
       ...toOperationRow(r),
       listedBytes: r.listed_bytes,
     }));
-  const resolve = <T>(fn: () => T): Promise<T> => whileBusy(fn, ctx.busyTimeoutMs);
+  const busy = new BusyQueue(ctx.busyTimeoutMs);
+  const resolve = <T>(fn: () => T): Promise<T> => busy.run(fn);
   return {
     dialect: 'sqlite',
     context: ctx,
