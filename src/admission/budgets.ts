@@ -102,6 +102,15 @@ export function spendKeyParts(key: string): { provider: string; tenant: string }
 const PROVIDER_NAME = /^[A-Za-z0-9_.-]{1,100}$/;
 
 /** Every provider's budgets well-formed, or `InvalidArgument` naming the first thing that is not. */
+/**
+ * A tenant's own limit, if the overrides name it: its own property only. Read as `tenants[t]`,
+ * a tenant called `constructor` or `toString` got a function from the prototype as its limit,
+ * and so no budget on SQLite and every effect refused on PostgreSQL.
+ */
+function overrideOf(tenants: Record<string, number> | undefined, tenant: string): number | undefined {
+  return tenants !== undefined && Object.hasOwn(tenants, tenant) ? tenants[tenant] : undefined;
+}
+
 export function validateBudgets(budgets: ProviderBudgets): void {
   knownKeys('providers', budgets, Object.keys(budgets));
   for (const [name, b] of Object.entries(budgets)) {
@@ -113,10 +122,15 @@ export function validateBudgets(budgets: ProviderBudgets): void {
     checkWindow(`providers.${name}.global`, b.global);
     checkWindow(`providers.${name}.rate`, b.rate);
     checkWindow(`providers.${name}.ratePerTenant`, b.ratePerTenant, true);
-    for (const [tenant, limit] of Object.entries(b.ratePerTenant?.tenants ?? {}))
-      checkLimit(`providers.${name}.ratePerTenant.tenants.${tenant}`, limit);
-    for (const [tenant, limit] of Object.entries(b.perTenant?.tenants ?? {}))
-      checkLimit(`providers.${name}.perTenant.tenants.${tenant}`, limit);
+    for (const [where, overrides] of [
+      [`providers.${name}.ratePerTenant.tenants`, b.ratePerTenant?.tenants],
+      [`providers.${name}.perTenant.tenants`, b.perTenant?.tenants],
+    ] as const) {
+      if (overrides === undefined) continue;
+      if (typeof overrides !== 'object' || overrides === null || Array.isArray(overrides))
+        throw new InvalidArgument(`${where} must be an object of tenant → limit`);
+      for (const [tenant, limit] of Object.entries(overrides)) checkLimit(`${where}.${tenant}`, limit);
+    }
     if (b.onExhausted !== undefined && b.onExhausted !== 'wait' && b.onExhausted !== 'fail') {
       throw new InvalidArgument(
         `providers.${name}.onExhausted must be 'wait' or 'fail', not ${JSON.stringify(b.onExhausted)}`,
@@ -142,7 +156,7 @@ export function chargesFor(
   if (b.perTenant && units > 0) {
     spend.push({
       key: `spend:${provider}:tenant:${tenant}`,
-      limit: b.perTenant.tenants?.[tenant] ?? b.perTenant.limit,
+      limit: overrideOf(b.perTenant.tenants, tenant) ?? b.perTenant.limit,
       windowMs: b.perTenant.windowMs,
       cost: units,
     });
@@ -161,7 +175,7 @@ export function chargesFor(
   if (b.ratePerTenant) {
     rates.push({
       key: `rate:${provider}:tenant:${tenant}`,
-      limit: b.ratePerTenant.tenants?.[tenant] ?? b.ratePerTenant.limit,
+      limit: overrideOf(b.ratePerTenant.tenants, tenant) ?? b.ratePerTenant.limit,
       windowMs: b.ratePerTenant.windowMs,
       cost: 1,
     });

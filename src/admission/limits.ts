@@ -48,6 +48,10 @@ export const DEFAULT_TENANT_LIMITS: ResolvedTenantLimits = {
 };
 export const DEFAULT_MAX_QUEUED = 100_000;
 
+/** A tenant's share of its class's claims, relative to others', within a million to one. */
+export const MIN_WEIGHT = 0.001;
+export const MAX_WEIGHT = 1000;
+
 /** The largest cap: the stores keep caps and counts as 32-bit integers. */
 const MAX_CAP = 2 ** 31 - 1;
 
@@ -65,8 +69,14 @@ function checkLimits(where: string, l: TenantLimits | undefined): void {
   knownKeys(where, l, LIMIT_KEYS);
   checkCap(`${where}.maxRunning`, l.maxRunning);
   checkCap(`${where}.maxWaiting`, l.maxWaiting);
-  if (l.weight !== undefined && !(Number.isFinite(l.weight) && l.weight > 0)) {
-    throw new InvalidArgument(`${where}.weight must be a positive number`);
+  // Bounded: a claim advances its tenant's virtual time by 1 / weight. Past 2^53 (a weight of
+  // 1e-20) adding 1 changes nothing and every tenant of the class ties for good, and PostgreSQL
+  // overflows its double (1e-320), which fails every claim of the class.
+  if (
+    l.weight !== undefined &&
+    !(Number.isFinite(l.weight) && l.weight >= MIN_WEIGHT && l.weight <= MAX_WEIGHT)
+  ) {
+    throw new InvalidArgument(`${where}.weight must be a number from ${MIN_WEIGHT} to ${MAX_WEIGHT}`);
   }
 }
 
@@ -117,7 +127,7 @@ export class Admission {
         DEFAULT_TENANT_LIMITS,
         this.config.classes?.[cls]?.tenant,
         configured ? tenants[tenant]?.['*'] : undefined,
-        configured ? tenants[tenant]?.[cls] : undefined,
+        configured && Object.hasOwn(tenants[tenant] ?? {}, cls) ? tenants[tenant]?.[cls] : undefined,
       ];
       resolved = { ...DEFAULT_TENANT_LIMITS };
       for (const layer of layers) {
