@@ -15,6 +15,7 @@ import {
   CLASSES,
   classOf,
   codeOf,
+  DEADLINE_MS,
   EFFECTS,
   ERROR,
   effectKey,
@@ -474,6 +475,10 @@ export class EffectRecordSend extends Step {
   toString = () => `effect-send(${showPick(this.pick)}, ${this.name})`;
 }
 
+/** A redrive or requeue gives the operation the time it had at acceptance again, from `now`. */
+const freshDeadline = (op: { deadlineAt: number | null }, now: number) =>
+  op.deadlineAt === null ? null : now + DEADLINE_MS;
+
 export class Redrive extends Step {
   constructor(
     readonly index: number,
@@ -498,6 +503,7 @@ export class Redrive extends Step {
       leaseExpiries: 0,
       runAfter: r.clock.now(),
       cancel: null,
+      deadlineAt: freshDeadline(op, r.clock.now()),
     });
     return new Set([keyOf(op)]);
   }
@@ -536,7 +542,13 @@ export class Reconcile extends Step {
     r.coverage.add(`reconcile:${this.resolution}`);
     for (const name of pending) op.effects.set(name, this.effects);
     if (this.resolution === 'requeue') {
-      Object.assign(op, { state: 'queued', attempt: 0, leaseExpiries: 0, runAfter: r.clock.now() });
+      Object.assign(op, {
+        state: 'queued',
+        attempt: 0,
+        leaseExpiries: 0,
+        runAfter: r.clock.now(),
+        deadlineAt: freshDeadline(op, r.clock.now()),
+      });
     } else op.state = this.resolution;
     return new Set([keyOf(op)]);
   }
