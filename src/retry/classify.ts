@@ -71,7 +71,10 @@ export function classifyFailure(f: FailureFacts, random: () => number = Math.ran
   // Why the signal fired takes precedence over what the handler threw on its way out.
   const cause = f.abortReason ?? f.error;
   if (isLeaseLost(cause) || isLeaseLost(f.error)) return { outcome: 'abandon' };
-  if (isWorkerShutdown(cause)) return { outcome: 'released' };
+  // Only the worker's own stop gives an attempt back: a handler's error that carries the code
+  // (`new Permanent('…', { code: 'worker-shutdown' })`, or a WorkerShutdown thrown as a way to
+  // "put it back") would run the operation again and again without ever using an attempt.
+  if (isWorkerShutdown(f.abortReason)) return { outcome: 'released' };
   if (isCancelRequested(cause) || isCancelRequested(f.error)) return { outcome: 'cancelled' };
   if (isOperationLimitExceeded(cause) || isOperationLimitExceeded(f.error)) {
     return {

@@ -23,11 +23,12 @@ import {
   isOperationLimitExceeded,
   isSluiceError,
   LeaseLost,
+  messageOf,
   OperationLimitExceeded,
   Permanent,
   UnknownKind,
 } from '../core/errors/index.js';
-import { jsonBytesOver } from '../core/json-size.js';
+import { JsonText } from '../core/json-text.js';
 import { isTerminal, type OperationState } from '../core/states.js';
 import { AttemptMarks } from '../effects/attempt-marks.js';
 import type { EffectKeyFn } from '../effects/effect-key.js';
@@ -58,6 +59,8 @@ export interface AttemptEnv {
   stops: Map<string, AttemptStop>;
   /** How long to wait for a handler that ignores its aborted signal before ending the attempt. */
   abortGraceMs: number;
+  /** performance.now() when the claim that took the operation was sent: where its lease starts. */
+  claimSentAt?: number;
   /** The visibility timeout the heartbeat keeps extending. */
   leaseMs: number;
   /** How often an attempt's temporary folders are measured against its `maxTempBytes`. */
@@ -166,9 +169,10 @@ async function stateAfter(env: AttemptEnv, row: OperationRow, end: string): Prom
  * an input is, as the JSON the store writes (core/json-size.ts). Permanent: the same handler
  * would return the same result again.
  */
-function assertResultSize(value: unknown, jsonBound: number, max: number): void {
-  const bytes = jsonBytesOver(value, jsonBound, max);
-  if (bytes !== null)
+function assertResultSize(text: string, max: number): void {
+  // A UTF-16 unit is at most 3 bytes of UTF-8: most results are not counted at all.
+  const bytes = text.length * 3 <= max ? null : Buffer.byteLength(text);
+  if (bytes !== null && bytes > max)
     throw new Permanent(
       `the handler's result is ${bytes} bytes as JSON, over the kind's maxResultBytes (${max})`,
       {
@@ -350,12 +354,15 @@ async function execute(
   const checkAlive = () => {
     if (crashed) throw new SimulatedCrash('after crash');
   };
-  env.heartbeat.watch({
-    lease,
-    leaseMs: env.leaseMs,
-    onLost: () => stop.abort(new LeaseLost(row.id)),
-    onCancel: () => stop.abort(new CancelRequested(row.id)),
-  });
+  env.heartbeat.watch(
+    {
+      lease,
+      leaseMs: env.leaseMs,
+      onLost: () => stop.abort(new LeaseLost(row.id)),
+      onCancel: () => stop.abort(new CancelRequested(row.id)),
+    },
+    env.claimSentAt,
+  );
   const ckey = operationKey(row.tenant, row.id);
   env.stops.set(ckey, stop);
   const temps: string[] = [];
@@ -440,8 +447,13 @@ async function execute(
   );
 
   try {
-    const input = await validateInput(kind, row.input);
-    const result = await untilAbortedPlusGrace(Promise.resolve(kind.run(input, ctx)), stop, env.abortGraceMs);
+    // The input's schema runs under the attempt's limits too: an async one that never settles
+    // held the slot and the lease for ever, past the timeout and the deadline.
+    const result = await untilAbortedPlusGrace(
+      validateInput(kind, row.input).then((input) => kind.run(input, ctx)),
+      stop,
+      env.abortGraceMs,
+    );
     effects.close();
     // Checked here, not in the function: an attempt without effects pays no promise for it.
     if (effects.size > 0 && !crashed) await effectsSettled();
@@ -450,16 +462,20 @@ async function execute(
     // Over a limit is over, even if the handler finished before the next check.
     if (stop.aborted && isOperationLimitExceeded(stop.reason)) throw stop.reason;
     const value = result === undefined ? null : result;
-    let jsonBound: number;
+    // Written out as JSON here, once, and that text is what the store keeps: a value the
+    // handler's unawaited work changed after this check (grown past the limit, or made
+    // unserialisable, which failed the end's store call with no store error) cannot reach it.
+    let text: string;
     try {
-      jsonBound = assertPlainJson(value);
+      assertPlainJson(value);
+      text = JSON.stringify(value);
     } catch (error) {
-      throw new Permanent(`the handler's result is not plain JSON: ${(error as Error).message}`, {
+      throw new Permanent(`the handler's result is not plain JSON: ${messageOf(error)}`, {
         code: 'result-not-json',
       });
     }
-    assertResultSize(value, jsonBound, kind.limits.maxResultBytes);
-    return { outcome: 'succeeded', result: value };
+    assertResultSize(text, kind.limits.maxResultBytes);
+    return { outcome: 'succeeded', result: new JsonText(text) };
   } catch (error) {
     effects.close();
     if (effects.size > 0 && !crashed && !isSimulatedCrash(error)) await effectsSettled();
@@ -647,14 +663,30 @@ function warnUnbudgeted(budgets: ProviderBudgets, provider: string | undefined, 
   );
 }
 
+/** What a log line may hold of a thrown value's message or stack. */
+const MAX_LOGGED_CHARS = 4000;
+
+/**
+ * Reads a property of a thrown value that may be a getter that throws: a log line that could
+ * not be built would leave the attempt without an end until its lease expired.
+ */
+function safely(read: () => unknown): string | undefined {
+  try {
+    const value = read();
+    return value === undefined ? undefined : String(value).slice(0, MAX_LOGGED_CHARS);
+  } catch {
+    return '(reading it threw)';
+  }
+}
+
 function logFailure(log: Logger, error: unknown): void {
   const known = isSluiceError(error);
   const e = error instanceof Error ? error : undefined;
   const err = {
-    type: e?.name ?? typeof error,
+    type: (e && safely(() => e.name)) ?? typeof error,
     code: known ? error.code : 'unclassified-error',
-    message: e ? e.message : describe(error),
-    stack: e?.stack,
+    message: e ? messageOf(e).slice(0, MAX_LOGGED_CHARS) : describe(error).slice(0, MAX_LOGGED_CHARS),
+    stack: e && safely(() => e.stack),
   };
   if (known) log.info({ err }, 'attempt failed');
   else log.warn({ err }, 'attempt failed with an unclassified error (retried as retryable)');

@@ -58,7 +58,8 @@ export interface ChannelHooks {
    * Starts what was claimed: called before the ended attempts' callers hear of their ends.
    * `asked`: a `claim()` caller was in the call, and hears what it got.
    */
-  launch(result: ClaimResult, limit: number, asked: boolean): void;
+  /** `sentAt`: performance.now() when the call that claimed was sent, where its leases start. */
+  launch(result: ClaimResult, limit: number, asked: boolean, sentAt: number): void;
   /**
    * Whether an attempt of this worker runs, or ran, under `lease`: one whose end the store would
    * not take is left to its lease's expiry, which counts the attempt (its handler ran).
@@ -160,10 +161,12 @@ export class ClassChannel {
     if (limit > 0) this.claiming = true;
     let finished: boolean[] = [];
     let claim: ClaimResult | undefined;
+    let sentAt = performance.now();
     try {
       if (limit <= 0) finished = await this.store.attemptFinishMany(items);
       else if (ends.length === 0) {
         if (this.unanswered) await this.releaseUnanswered();
+        sentAt = performance.now();
         claim = await this.store.operationClaimMany(this.hooks.claimParams(limit));
       } else
         ({ finished, claim } = await this.store.attemptFinishAndClaim(items, this.hooks.claimParams(limit)));
@@ -193,7 +196,7 @@ export class ClassChannel {
     }
     if (claim) {
       this.claimSuspect = false;
-      this.hooks.launch(claim, limit, askers.length > 0);
+      this.hooks.launch(claim, limit, askers.length > 0, sentAt);
     }
     this.settle(ends, limit);
     // What queued meanwhile leaves now, before this call's callers and the attempts just started

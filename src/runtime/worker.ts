@@ -211,6 +211,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       env.store,
       this.log,
       options.heartbeatMs ?? Math.min(this.leaseMs / 3, 5000),
+      options.abortGraceMs ?? 1000,
     );
     for (const [cls, n] of this.slots) if (n > 0) this.channels.set(cls, this.channel(cls, n));
     this.begins = new Batcher((items) => env.store.effectBeginMany(items));
@@ -338,7 +339,16 @@ export class Worker extends EventEmitter<WorkerEvents> {
       this.env.onStopped(this);
       return;
     }
-    if (this.state === 'stopping') return;
+    // A second stop waits for the first: returned early, a close() after it shut the store under
+    // attempts still running, whose ends were then lost.
+    if (this.stopped) return this.stopped;
+    this.stopped = this.stopNow(graceMs);
+    return this.stopped;
+  }
+
+  private stopped: Promise<void> | undefined;
+
+  private async stopNow(graceMs: number): Promise<void> {
     this.state = 'stopping';
     this.env.wakeup.notifyAll();
     await Promise.all(this.loops);
@@ -434,10 +444,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
       room: (ending) => (this.state === 'running' ? slots - this.active(cls) + ending : 0),
       refill: (ends) => !this.announced || this.slotBound.get(cls) === true || ends.some((e) => e.capped),
       claimParams: (limit) => this.claimParams(cls, limit),
-      launch: (result, limit, asked) => {
+      launch: (result, limit, asked, sentAt) => {
         this.slotBound.set(cls, result.rows.length >= limit);
         for (const row of result.rows)
-          this.launch(cls, row, result.now, result.capped?.has(row.tenant) ?? false);
+          this.launch(cls, row, result.now, result.capped?.has(row.tenant) ?? false, sentAt);
         // A claim that rode with ends alone and passed over work: the loop claims again (one
         // the loop asked for, it retries itself after a pause).
         if (result.contended && !asked) this.env.wakeup.notify(cls);
@@ -493,7 +503,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }
   }
 
-  private launch(cls: string, row: OperationRow, claimNow: number, capped: boolean): void {
+  /** `claimSentAt`: performance.now() when the claim that took `row` was sent. */
+  private launch(
+    cls: string,
+    row: OperationRow,
+    claimNow: number,
+    capped: boolean,
+    claimSentAt: number,
+  ): void {
     this.activeByClass.set(cls, this.active(cls) + 1);
     const key = operationKey(row.tenant, row.id);
     this.runningKeys.add(key);
@@ -517,6 +534,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         stops: this.stops,
         abortGraceMs: this.options.abortGraceMs ?? 1000,
         leaseMs: this.leaseMs,
+        claimSentAt,
         tempCheckMs: this.options.tempCheckMs ?? 250,
         tempBytes: this.tempBytesByAttempt,
         events: this.env.events,
@@ -544,12 +562,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
         });
       })
       .catch((error) => {
-        if (isStoreError(error)) {
-          if (this.state === 'stopping') this.unwritten++;
-          this.endsUnwritten.add(leaseKey(row));
-          if (this.endsUnwritten.size > 10_000)
-            this.endsUnwritten.delete(this.endsUnwritten.values().next().value!);
-        }
+        // Whatever failed (a store error, or a bug that threw instead), the attempt ran here: its
+        // lease is left to expire, which counts it, never given back for free as a lost claim's.
+        if (this.state === 'stopping') this.unwritten++;
+        this.endsUnwritten.add(leaseKey(row));
+        if (this.endsUnwritten.size > 10_000)
+          this.endsUnwritten.delete(this.endsUnwritten.values().next().value!);
         this.log.error(
           { err: error, operation: row.id },
           isStoreError(error)

@@ -69,7 +69,7 @@ export function toErrorRecord(error: unknown, outcome?: ErrorRecord['outcome']):
   return record;
 }
 
-function messageOf(error: unknown): string {
+export function messageOf(error: unknown): string {
   try {
     const message = error instanceof Error ? error.message : String(error);
     return typeof message === 'string' ? message : String(message);
