@@ -12,7 +12,7 @@ import { Admission, type AdmissionConfig } from './admission/limits.js';
 import { RetryAfterEstimator } from './admission/retry-after.js';
 import { DEFAULT_RETRY_BUDGET, type RetryBudgetConfig } from './admission/retry-budget.js';
 import { logLevel } from './config/inputs.js';
-import { bounded, MAX_DURATION_MS, MAX_REQUEST_MS, MAX_TIMER_MS } from './core/bounds.js';
+import { bounded, knownKeys, MAX_DURATION_MS, MAX_REQUEST_MS, MAX_TIMER_MS } from './core/bounds.js';
 import { assertPlainJson, canonicalJson, digestOfCanonical } from './core/digest.js';
 import {
   CancelRequested,
@@ -698,9 +698,12 @@ function retentionOf(given: Partial<RetentionPolicy> | undefined): RetentionPoli
 
 function retryBudgetOf(given: Partial<RetryBudgetConfig> | undefined): RetryBudgetConfig {
   const d = DEFAULT_RETRY_BUDGET;
+  // `false` or an object: a misspelt key (`windowMS`) or another value (`'off'`) was the default.
+  if (given !== undefined) knownKeys('retryBudget', given, RETRY_BUDGET_KEYS);
   const windowMs = bounded('retryBudget.windowMs', given?.windowMs, d.windowMs, {
     min: 1,
-    max: MAX_DURATION_MS,
+    // The stores keep a day of the budget's buckets.
+    max: MAX_RETRY_WINDOW_MS,
     integer: true,
   });
   return {
@@ -713,19 +716,27 @@ function retryBudgetOf(given: Partial<RetryBudgetConfig> | undefined): RetryBudg
       max: windowMs,
       integer: true,
     }),
+    // At 0 a denied retry asked the budget again at once, hundreds of times a second.
     deferMaxMs: bounded('retryBudget.deferMaxMs', given?.deferMaxMs, d.deferMaxMs, {
-      min: 0,
+      min: MIN_RETRY_DEFER_MS,
       max: MAX_DURATION_MS,
       integer: true,
     }),
   };
 }
 
-/**
- * Who did an operator action and why, as the HTTP API bounds them: both are kept in the history.
- * NUL is refused: PostgreSQL's text cannot hold it, and SQLite's would, so the stores would differ.
- * So is a lone surrogate, which is not Unicode text: each store would keep another replacement.
- */
+const RETRY_BUDGET_KEYS = [
+  'ratio',
+  'floor',
+  'windowMs',
+  'bucketMs',
+  'deferMaxMs',
+] as const satisfies ReadonlyArray<keyof RetryBudgetConfig>;
+/** The longest retry budget window: the stores purge the budget's buckets after a day. */
+const MAX_RETRY_WINDOW_MS = 86_400_000;
+/** The shortest ceiling of a denied retry's wait. */
+const MIN_RETRY_DEFER_MS = 100;
+
 const RESOLUTIONS: ReadonlyArray<ReconcileParams['resolution']> = ['requeue', 'succeeded', 'failed'];
 
 /** One effect's established outcome, as `reconcile` takes it (the HTTP API's schema, for callers of the library). */
@@ -759,6 +770,11 @@ function assertReconcileEffect(effect: unknown): asserts effect is ReconcileEffe
   if (e.result !== undefined) assertPlainJson(e.result);
 }
 
+/**
+ * Who did an operator action and why, as the HTTP API bounds them: both are kept in the history.
+ * NUL is refused: PostgreSQL's text cannot hold it, and SQLite's would, so the stores would differ.
+ * So is a lone surrogate, which is not Unicode text: each store would keep another replacement.
+ */
 function assertRecorded(who: { by: unknown; reason: unknown }): void {
   const text = (name: string, value: unknown, max: number) => {
     if (typeof value !== 'string' || value.trim() === '' || value.length > max || !isStoredText(value))

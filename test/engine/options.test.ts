@@ -180,9 +180,16 @@ describe('options out of range', () => {
     expect(codeOf(engine({ retention: { ...most, tombstoneMs: MAX_DURATION_MS + 1 } }))).toBe(
       'invalid-argument',
     );
-    expect(codeOf(engine({ retryBudget: { windowMs: MAX_DURATION_MS } }))).toBeUndefined();
-    expect(codeOf(engine({ retryBudget: { windowMs: MAX_DURATION_MS + 1 } }))).toBe('invalid-argument');
+    // The stores keep a day of the budget's buckets: a longer window would be cut short.
+    expect(codeOf(engine({ retryBudget: { windowMs: 86_400_000 } }))).toBeUndefined();
+    expect(codeOf(engine({ retryBudget: { windowMs: 86_400_001 } }))).toBe('invalid-argument');
     expect(codeOf(engine({ retryBudget: { deferMaxMs: MAX_DURATION_MS + 1 } }))).toBe('invalid-argument');
+    // A denied retry waits at least a little: at 0 it asked again hundreds of times a second.
+    expect(codeOf(engine({ retryBudget: { deferMaxMs: 100 } }))).toBeUndefined();
+    expect(codeOf(engine({ retryBudget: { deferMaxMs: 99 } }))).toBe('invalid-argument');
+    // Misspelt, or not an object: refused, not read as the defaults.
+    for (const retryBudget of [{ windowMS: 1000 }, 'off', null, true])
+      expect([retryBudget, codeOf(engine({ retryBudget }))]).toEqual([retryBudget, 'invalid-argument']);
     expect(codeOf(engine({ retryBudget: { ratio: 1_000_000, floor: 2 ** 31 - 1 } }))).toBeUndefined();
     expect(codeOf(engine({ retryBudget: { ratio: 1_000_001 } }))).toBe('invalid-argument');
     expect(codeOf(engine({ retryBudget: { floor: 2 ** 31 } }))).toBe('invalid-argument');
