@@ -635,6 +635,28 @@ describe('ctx.pgQuery', () => {
     expect((await one.query<{ ms: string }>(SETTING)).rows[0]!.ms).toBe(before);
   });
 
+  it('counts the time left after the wait for a pooled connection, not before it', async () => {
+    h = await harness();
+    const one = pool(1);
+    const held = await one.connect(); // the pool's only connection, taken before the attempt
+    const { submit, wait } = job(
+      h,
+      async (ctx) => Number((await ctx.pgQuery<{ ms: string }>(one, SETTING)).rows[0]!.ms),
+      { attemptTimeoutMs: 4000 },
+    );
+    h.worker().start();
+    await submit('Q4');
+    // Two seconds of the attempt's four pass while its query waits for the connection: the
+    // time passing is what is under test.
+    const since = performance.now();
+    while (one.waitingCount === 0 || performance.now() - since < 2000)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    held.release();
+    const applied = (await wait('Q4')).result as number;
+    expect(applied).toBeGreaterThan(0);
+    expect(applied).toBeLessThanOrEqual(2000);
+  });
+
   it("keeps a tighter session timeout, and inside the caller's transaction puts the previous value back", async () => {
     h = await harness();
     const c = await client();

@@ -86,8 +86,6 @@ export async function pgQuery<R>(
     throw new InvalidArgument('pgQuery: the statement must be a non-empty string');
   const bound = scope.bind();
   if (bound.signal.aborted) throw bound.reason();
-  const budgetMs = Math.min(MAX_TIMEOUT_MS, Math.max(1, Math.ceil(scope.remainingMs())));
-
   const pooled = isPool(db);
   const client: PgClientLike = pooled ? await checkout(db, bound.signal, bound.reason) : db;
   // Our own transaction unless the caller is in one: we never end a transaction we did not begin.
@@ -106,6 +104,9 @@ export async function pgQuery<R>(
       await run({ text: 'BEGIN' });
       inTransaction = true;
     }
+    // What is left of the attempt now, after the wait for a pooled connection and the BEGIN:
+    // counted before them, the server would let the statement run past the attempt's end.
+    const budgetMs = Math.min(MAX_TIMEOUT_MS, Math.max(1, Math.ceil(scope.remainingMs())));
     const { rows } = await run({ text: SET_TIMEOUT, values: [budgetMs] });
     const previous = (rows[0] as { previous?: string } | undefined)?.previous ?? '0';
     const result = await run({ text, values: values === undefined ? undefined : [...values] });
