@@ -89,6 +89,23 @@ export interface WorkerOptions {
 /** How long a stopping worker keeps trying to write the ends of the attempts it interrupted. */
 const END_WRITE_GRACE_MS = 5000;
 
+/** Whether `promise` settled by `deadline` (performance.now()); it is not waited for after. */
+async function settledBy(promise: Promise<unknown>, deadline: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const settled = promise.then(
+    () => true,
+    () => true,
+  );
+  const late = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), Math.max(0, deadline - performance.now()));
+  });
+  try {
+    return await Promise.race([settled, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** How long a claim holds an operation unless a heartbeat extends it. */
 export const DEFAULT_LEASE_MS = 30_000;
 
@@ -351,7 +368,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private async stopNow(graceMs: number): Promise<void> {
     this.state = 'stopping';
     this.env.wakeup.notifyAll();
-    await Promise.all(this.loops);
+    // Every wait below is bounded: a store that stops answering (a connection the network dropped
+    // without a reset hangs for a quarter of an hour) must not hold the stop with it. What is
+    // left then waits for its lease to expire and is redelivered.
+    const loopsBy = performance.now() + Math.min(this.leaseMs, END_WRITE_GRACE_MS);
+    const loopsDone = await settledBy(Promise.all(this.loops), loopsBy);
     if (this.inflight.size > 0) {
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([
@@ -367,17 +388,32 @@ export class Worker extends EventEmitter<WorkerEvents> {
     // orchestrator kills it first). What is left is redelivered when its lease expires.
     this.endsGiveUpAt = performance.now() + Math.min(this.leaseMs, END_WRITE_GRACE_MS);
     for (const stop of this.stops.values()) stop.abort(new WorkerShutdown());
-    await Promise.allSettled([...this.inflight]);
-    await Promise.all([
-      ...[...this.channels.values()].map((c) => c.idle()),
-      this.begins.idle(),
-      this.marks.idle(),
-    ]);
+    // The handlers were given their grace already: what waits now is the store's answers.
+    const writesBy = this.endsGiveUpAt + (this.options.abortGraceMs ?? 1000) + END_WRITE_GRACE_MS;
+    const ended = await settledBy(Promise.allSettled([...this.inflight]), writesBy);
+    const written = await settledBy(
+      Promise.all([
+        ...[...this.channels.values()].map((c) => c.idle()),
+        this.begins.idle(),
+        this.marks.idle(),
+      ]),
+      writesBy,
+    );
+    if (!loopsDone || !ended || !written) {
+      this.unwritten += this.inflight.size;
+      this.log.warn(
+        { attempts: this.inflight.size },
+        'the store did not answer while the worker stopped; the attempts left keep their leases until they expire',
+      );
+    }
     await this.releaseLostClaims();
     await this.heartbeat.stop();
-    await Promise.all(this.tasks.map((t) => t.stop()));
+    await settledBy(Promise.all(this.tasks.map((t) => t.stop())), writesBy);
     this.dueWakes.stop();
-    await (await this.unsubscribe)?.();
+    await settledBy(
+      this.unsubscribe.then((off) => off?.()),
+      writesBy,
+    );
     this.tempDirs.removeOwn();
     this.state = 'stopped';
     this.env.onStopped(this);

@@ -85,6 +85,39 @@ describe('an attempt past what it can prove', () => {
     expect((await h.sluice.get({ tenant: 'North', id: 'A' }))?.state).toBe('running');
   });
 
+  it('a stop does not wait for ever for a store whose calls never answer', async () => {
+    // Once the handler is running, every store call hangs: a connection the network dropped
+    // without a reset, which answers only when the kernel gives up (a quarter of an hour).
+    let silent = false;
+    const wrap = (store: Store): Store =>
+      new Proxy(store, {
+        get(target, property, receiver) {
+          const real = Reflect.get(target, property, receiver);
+          if (typeof real !== 'function') return real;
+          return (...args: unknown[]) => (silent ? new Promise(() => {}) : real.apply(target, args));
+        },
+      });
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-test-'));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    const store = sqliteStore({ path: join(dir, 'sluice.db') });
+    // Its own harness: the attempt whose end never answered stays in flight, which the shared
+    // one's close would call a leak.
+    const own = await harness({ dir, store: wrap(store) });
+    const gate = new Gate();
+    own.sluice.define('job', { input: z.object({}), run: (_i, ctx) => gate.wait(ctx.signal) });
+    const worker = own.worker({ leaseMs: 600_000 });
+    worker.start();
+    await own.sluice.submit({ tenant: 'North', id: 'A', kind: 'job', input: {} });
+    await gate.arrived;
+    silent = true;
+    // Bounded by the write grace (seconds), not by the store: the test's timeout is the guard.
+    await worker.stop({ graceMs: 0 });
+    expect(worker.unwrittenEnds).toBe(1);
+    silent = false;
+    expect((await own.sluice.get({ tenant: 'North', id: 'A' }))?.state).toBe('running');
+    await store.close();
+  });
+
   it("refuses an effect a leftover callback starts while the end waits for the handler's last one", async () => {
     h = await harness();
     const slow = new Gate();
