@@ -368,18 +368,25 @@ async function execute(
   const temps: string[] = [];
   let tempTimer: NodeJS.Timeout | undefined;
   // The temp budget is enforced, not alerted: over it, the attempt's signal fires.
-  const measureTemps = () => {
-    const bytes = temps.reduce((sum, path) => sum + TempDirs.bytes(path), 0);
-    env.tempBytes.set(ckey, bytes);
-    if (bytes > kind.limits.maxTempBytes && !stop.aborted) {
-      stop.abort(
-        new OperationLimitExceeded(
-          'temp-bytes',
-          `temporary files reached ${bytes} bytes; the limit of kind ${kind.name} is ${kind.limits.maxTempBytes}`,
-        ),
-      );
-    }
-  };
+  // One walk at a time, off the event loop (temp-dirs.ts `bytesAsync`): a tick that finds the
+  // last walk still going skips its own.
+  let measuring: Promise<void> | undefined;
+  const measureTemps = (): Promise<void> =>
+    (measuring ??= (async () => {
+      let bytes = 0;
+      for (const path of temps) bytes += await TempDirs.bytesAsync(path);
+      env.tempBytes.set(ckey, bytes);
+      if (bytes > kind.limits.maxTempBytes && !stop.aborted) {
+        stop.abort(
+          new OperationLimitExceeded(
+            'temp-bytes',
+            `temporary files reached ${bytes} bytes; the limit of kind ${kind.name} is ${kind.limits.maxTempBytes}`,
+          ),
+        );
+      }
+    })().finally(() => {
+      measuring = undefined;
+    }));
 
   const effects = new InflightEffects();
   // An effect the handler started and did not await is waited for before the end is decided,
@@ -407,7 +414,7 @@ async function execute(
         const path = env.tempDirs.create(row.tenant, row.id, row.epoch);
         temps.push(path);
         if (!tempTimer) {
-          tempTimer = setInterval(measureTemps, env.tempCheckMs);
+          tempTimer = setInterval(() => void measureTemps(), env.tempCheckMs);
           tempTimer.unref();
         }
         return path;
@@ -458,7 +465,7 @@ async function execute(
     // Checked here, not in the function: an attempt without effects pays no promise for it.
     if (effects.size > 0 && !crashed) await effectsSettled();
     checkAlive();
-    if (temps.length > 0) measureTemps();
+    if (temps.length > 0) await measureTemps();
     // Over a limit is over, even if the handler finished before the next check.
     if (stop.aborted && isOperationLimitExceeded(stop.reason)) throw stop.reason;
     const value = result === undefined ? null : result;

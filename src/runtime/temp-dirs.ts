@@ -20,6 +20,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { lstat, readdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeFolder } from '../core/make-folder.js';
@@ -180,6 +181,34 @@ export class TempDirs {
       else {
         try {
           total += lstatSync(child).size;
+        } catch {
+          // removed meanwhile
+        }
+      }
+    }
+    return total;
+  }
+
+  /**
+   * `bytes`, walked without holding the event loop: every read of the folder and every file's
+   * size is a call of its own the loop turns between. A handler that fills its folder with
+   * hundreds of thousands of files made the synchronous walk take over a second, every quarter
+   * of a second, and with it the heartbeats of every attempt of the worker.
+   */
+  static async bytesAsync(path: string): Promise<number> {
+    let total = 0;
+    let entries: import('node:fs').Dirent[];
+    try {
+      entries = await readdir(path, { withFileTypes: true });
+    } catch {
+      return 0;
+    }
+    for (const entry of entries) {
+      const child = join(path, entry.name);
+      if (entry.isDirectory()) total += await TempDirs.bytesAsync(child);
+      else {
+        try {
+          total += (await lstat(child)).size;
         } catch {
           // removed meanwhile
         }

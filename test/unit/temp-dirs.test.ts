@@ -4,7 +4,16 @@
  * this user's kills it. And the folders the worker makes are its user's alone.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chownSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -66,5 +75,32 @@ describe.skipIf(process.platform !== 'linux')("the temp root's sweep", () => {
     for (const folder of [join(root, 'made'), dirs.ownerDir, path])
       expect([folder, statSync(folder).mode & 0o777]).toEqual([folder, 0o700]);
     expect(defaultTempRoot()).toBe(join(tmpdir(), `sluice-${process.getuid?.()}`));
+  });
+});
+
+describe("an attempt's temporary bytes", () => {
+  it('are counted the same walked off the event loop as in one go: files in nested folders, links not followed', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'sluice-bytes-'));
+    try {
+      mkdirSync(join(root, 'a', 'b'), { recursive: true });
+      writeFileSync(join(root, 'one'), 'x'.repeat(1000));
+      writeFileSync(join(root, 'a', 'two'), 'y'.repeat(2500));
+      writeFileSync(join(root, 'a', 'b', 'three'), 'z'.repeat(7));
+      symlinkSync('/etc/passwd', join(root, 'a', 'link'));
+      const expected = 1000 + 2500 + 7 + Buffer.byteLength('/etc/passwd');
+      expect(TempDirs.bytes(root)).toBe(expected);
+      expect(await TempDirs.bytesAsync(root)).toBe(expected);
+      expect(await TempDirs.bytesAsync(join(root, 'not-there'))).toBe(0);
+      // The loop turns while the walk goes on: something queued behind it runs before it ends.
+      for (let i = 0; i < 200; i++) writeFileSync(join(root, `f${i}`), 'w');
+      let turned = false;
+      setImmediate(() => {
+        turned = true;
+      });
+      const walked = TempDirs.bytesAsync(root).then((n) => [n, turned]);
+      expect(await walked).toEqual([expected + 200, true]);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });
