@@ -105,7 +105,10 @@ export function classifyFailure(f: FailureFacts, random: () => number = Math.ran
     }
     return { outcome: 'deferred', error: toErrorRecord(budget, 'retryable'), delayMs };
   }
-  const kind = failureClass(f.error);
+  // A timeout is retried whatever the handler threw on its way out (a Permanent made of the
+  // aborted call it was in): the attempt ran out of time, it did not find the work impossible.
+  const thrown = failureClass(f.error);
+  const kind = thrown === 'permanent' && isAttemptTimeout(cause) ? 'retryable' : thrown;
   if (kind === 'permanent') return { outcome: 'failed', error: toErrorRecord(f.error, 'permanent') };
 
   const error = toErrorRecord(isAttemptTimeout(cause) ? cause : f.error, kind);

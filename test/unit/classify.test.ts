@@ -43,6 +43,10 @@ describe('classifying the end of an attempt', () => {
     expect(end({ error: new Error('aborted'), abortReason: new CancelRequested('x') })).toBe('cancelled');
     expect(end({ error: new Error('aborted'), abortReason: new DeadlineExceeded('x') })).toBe('failed');
     expect(end({ error: new Error('aborted'), abortReason: new AttemptTimeout('x', 5) })).toBe('retry');
+    // The timeout is why it ended, whatever the handler made of it on the way out.
+    expect(
+      end({ error: new Permanent('the call was aborted'), abortReason: new AttemptTimeout('x', 5) }),
+    ).toBe('retry');
   });
 
   it('dead-letters when attempts are exhausted, keeping the last error', () => {
