@@ -34,6 +34,7 @@ import {
   isPermanent,
   isRetryable,
   isWorkerShutdown,
+  retryAfterOf,
   toErrorRecord,
 } from '../core/errors/index.js';
 import { type BackoffOptions, fullJitterDelay } from './backoff.js';
@@ -124,7 +125,9 @@ export function classifyFailure(f: FailureFacts, random: () => number = Math.ran
       },
     };
   }
-  const delayMs = fullJitterDelay(f.attempt - 1, f.backoff, random);
+  // A provider's Retry-After is a floor under the back-off: retried sooner, the call is refused
+  // again and the attempts run out in seconds.
+  const delayMs = Math.max(fullJitterDelay(f.attempt - 1, f.backoff, random), retryAfterOf(f.error) ?? 0);
   if (f.deadlineInMs !== null && delayMs >= f.deadlineInMs) {
     return { outcome: 'failed', error: endAtDeadline(false).error! };
   }

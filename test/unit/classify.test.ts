@@ -9,6 +9,7 @@ import {
   EffectOutcomeUnknown,
   InputInvalid,
   LeaseLost,
+  MAX_RETRY_AFTER_MS,
   Permanent,
   Retryable,
   WorkerShutdown,
@@ -23,6 +24,29 @@ const facts = (over: Partial<FailureFacts>): FailureFacts => ({
   backoff: { baseMs: 200, capMs: 10_000 },
   deadlineInMs: null,
   ...over,
+});
+
+describe("a retry's wait", () => {
+  it("is at least a failure's retryAfterMs, past the back-off's jitter, and fails at the deadline", () => {
+    const retry = (error: unknown, deadlineInMs: number | null = null) =>
+      classifyFailure(facts({ error, deadlineInMs }), () => 0.5);
+    // The back-off of attempt 1 with jitter 0.5 is 100 ms: a provider's Retry-After of 60 s wins.
+    expect(retry(new Retryable('429', { retryAfterMs: 60_000 }))).toMatchObject({
+      outcome: 'retry',
+      delayMs: 60_000,
+    });
+    expect(retry(new Ambiguous('reset', { retryAfterMs: 2500 }))).toMatchObject({ delayMs: 2500 });
+    expect(retry(new Retryable('429', { retryAfterMs: 10 }))).toMatchObject({ delayMs: 100 });
+    expect(retry(new Retryable('429', { retryAfterMs: 60_000 }), 30_000)).toMatchObject({
+      outcome: 'failed',
+    });
+    // Bounded at a day; what is not a wait is ignored.
+    expect(retry(new Retryable('429', { retryAfterMs: 1e12 }))).toMatchObject({
+      delayMs: MAX_RETRY_AFTER_MS,
+    });
+    for (const bad of [Number.NaN, -5, Number.POSITIVE_INFINITY])
+      expect(retry(new Retryable('429', { retryAfterMs: bad }))).toMatchObject({ delayMs: 100 });
+  });
 });
 
 describe('classifying the end of an attempt', () => {

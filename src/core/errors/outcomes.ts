@@ -21,14 +21,34 @@ export interface OutcomeOptions {
   /** A stable code for the failure, stored with the operation; defaults to the outcome's own. */
   code?: string;
   details?: unknown;
+  /**
+   * For a retry: wait at least this long before the next attempt (a provider's `Retry-After`).
+   * The back-off's jitter still applies above it; a wait that would pass the operation's
+   * deadline fails it then instead. At most a day; a value that is not a finite number of zero or
+   * more is ignored.
+   */
+  retryAfterMs?: number;
 }
+
+/** The longest wait a failure may ask for before its retry. */
+export const MAX_RETRY_AFTER_MS = 86_400_000;
 
 abstract class Outcome extends SluiceError {
   readonly details?: unknown;
+  readonly retryAfterMs?: number;
   constructor(defaultCode: string, message: string, retryable: boolean, options: OutcomeOptions) {
     super(options.code ?? defaultCode, message, { cause: options.cause, retryable });
     if (options.details !== undefined) this.details = options.details;
+    // Bounded, never thrown over: this runs on a failure path already.
+    const after = options.retryAfterMs;
+    if (typeof after === 'number' && Number.isFinite(after) && after >= 0)
+      this.retryAfterMs = Math.min(Math.ceil(after), MAX_RETRY_AFTER_MS);
   }
+}
+
+/** The wait a retryable or ambiguous failure asked for before its retry, if any. */
+export function retryAfterOf(error: unknown): number | undefined {
+  return error instanceof Outcome ? error.retryAfterMs : undefined;
 }
 
 const OUTCOME = Symbol.for('sluice.outcome');
