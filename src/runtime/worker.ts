@@ -431,10 +431,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         outcomes = settled;
       },
     );
-    const leftMs = Math.max(0, this.endsGiveUpAt - performance.now());
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([releases, new Promise<void>((resolve) => (timer = setTimeout(resolve, leftMs)))]);
-    clearTimeout(timer);
+    await settledBy(releases, this.endsGiveUpAt);
     for (const r of outcomes)
       if (r.status === 'rejected')
         this.log.warn({ err: r.reason }, 'leases a claim took without its answer left to expire');
