@@ -9,39 +9,19 @@
  *   provider's reference;
  * - a missing operation and an unknown resolution fail with their stable codes.
  */
-import { execFile } from 'node:child_process';
-import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { Ambiguous, type OperationContext } from '../../src/index.js';
+import { type Ran, runCli } from '../helpers/cli.js';
 import { type Harness, harness } from '../helpers/engine.js';
 import { assertBuilt } from '../helpers/worker-process.js';
 
-const ROOT = join(import.meta.dirname, '../..');
-
-interface Ran {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
-
 /**
- * The built CLI on `db`. Asynchronous, so the engine in this process keeps working meanwhile;
- * `SLUICE_OPERATOR` and `USER` as given (unset otherwise), so the recorded `by` is known.
+ * The built CLI on `db`, with `SLUICE_OPERATOR` and `USER` as given (unset otherwise), so the
+ * recorded `by` is known.
  */
-function cli(db: string, args: string[], env: Record<string, string | undefined> = {}): Promise<Ran> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [join(ROOT, 'dist/cli/main.js'), ...args, '--db', db],
-      {
-        encoding: 'utf8',
-        env: { ...process.env, SLUICE_DB: undefined, SLUICE_OPERATOR: undefined, USER: undefined, ...env },
-      },
-      (error, stdout, stderr) => resolve({ status: error ? (error.code as number) : 0, stdout, stderr }),
-    );
-  });
-}
+const cli = (db: string, args: string[], env: Record<string, string | undefined> = {}): Promise<Ran> =>
+  runCli([...args, '--db', db], { env: { SLUICE_OPERATOR: undefined, USER: undefined, ...env } });
 
 let h: Harness | undefined;
 beforeAll(() => assertBuilt());

@@ -10,35 +10,20 @@
  * - a config found in the current folder is not read when `--db` or `SLUICE_DB` names the store
  *   (a broken one does not stop `ops list`); a `--config` given is.
  */
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { type Ran, runCli } from '../helpers/cli.js';
 import { usePostgres } from '../helpers/postgres.js';
 import { assertBuilt } from '../helpers/worker-process.js';
 
-const ROOT = join(import.meta.dirname, '../..');
 const pg = usePostgres();
 
-interface Ran {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** The built CLI in `cwd`, with `env` over this process's environment (SLUICE_DB unset unless given). */
-function cli(cwd: string, args: string[], env: Record<string, string | undefined> = {}): Promise<Ran> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [join(ROOT, 'dist/cli/main.js'), ...args],
-      { cwd, encoding: 'utf8', env: { ...process.env, SLUICE_DB: undefined, ...env } },
-      (error, stdout, stderr) => resolve({ status: error ? (error.code as number) : 0, stdout, stderr }),
-    );
-  });
-}
+/** The built CLI in `cwd`, with `env` over this process's environment. */
+const cli = (cwd: string, args: string[], env: Record<string, string | undefined> = {}): Promise<Ran> =>
+  runCli(args, { cwd, env });
 
 beforeAll(() => assertBuilt());
 
