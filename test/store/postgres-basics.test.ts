@@ -119,6 +119,7 @@ describe('migrations', () => {
         { version: 29, name: 'budget_windows_by_tenant' },
         { version: 30, name: 'retry_budget_exact_bound' },
         { version: 31, name: 'class_deltas' },
+        { version: 32, name: 'refusals_write_nothing' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
