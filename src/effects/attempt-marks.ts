@@ -80,6 +80,28 @@ export class AttemptMarks {
   }
 
   /**
+   * Step 1 for an effect whose refusal (`failed`, `absent`) this attempt is still writing, because
+   * its own write failed: the journal may say `pending` yet. A `failed` one is the answer, as the
+   * journal's would be: returned, and nothing is sent again. An `absent` one is waited for: written,
+   * the journal says so; failed again, it is dropped, never carried by the end. The handler is
+   * about to send under the key again, and a refusal written after that send would say "did not
+   * happen" over a request whose outcome may be unknown.
+   */
+  async refusal(name: string): Promise<Extract<EffectMarkParams, { state: 'failed' }> | undefined> {
+    for (let i = this.#sent.length - 1; i >= 0; i--) {
+      const s = this.#sent[i]!;
+      if (s.params.name !== name || s.params.state === 'committed') continue;
+      if (s.params.state === 'failed') return s.params;
+      const landed = await s.written.then(
+        () => true,
+        () => false,
+      );
+      if (!landed) this.#sent.splice(this.#sent.indexOf(s), 1);
+    }
+    return undefined;
+  }
+
+  /**
    * The marks the end must carry: those still queued, taken back from the batch, and those whose
    * write failed. Waits for the ones in flight first, so the end never overtakes a mark. With
    * `alone`, nothing is taken back: every mark is written before the end is (crash point C3's

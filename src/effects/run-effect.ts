@@ -28,6 +28,7 @@ import type { EffectCharges } from '../admission/budgets.js';
 import { assertPlainJson } from '../core/digest.js';
 import {
   EffectOutcomeUnknown,
+  type ErrorRecord,
   InvalidArgument,
   isBudgetExhausted,
   isCancelRequested,
@@ -156,6 +157,8 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
   // Step 1 for an effect this attempt committed already, whose mark may still be on its way.
   const known = rt.marks?.committed(name);
   if (known) return known.result as T;
+  const refused = await rt.marks?.refusal(name);
+  if (refused) throw failedAnswer(name, refused.error);
 
   const key = rt.effectKey(name);
   const charges = rt.charges(options.provider, options.cost);
@@ -189,11 +192,7 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
   rt.checkAlive();
   let row: EffectRow = begin.row;
   if (row.state === 'committed') return row.result as T;
-  if (row.state === 'failed') {
-    throw new Permanent(row.error?.message ?? `effect ${name} failed`, {
-      code: row.error?.code ?? 'effect-failed',
-    });
-  }
+  if (row.state === 'failed') throw failedAnswer(name, row.error);
 
   // `clean`: nothing sent under the key so far can have taken effect, so a definite refusal of
   // the next request proves the effect absent.
@@ -307,6 +306,11 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
   rt.checkAlive();
   await commit(rt, name, result, keptReference(rt, name, result, options));
   return result;
+}
+
+/** The provider's recorded refusal, thrown again to a later call of the same effect. */
+function failedAnswer(name: string, error: ErrorRecord | null | undefined): Permanent {
+  return new Permanent(error?.message ?? `effect ${name} failed`, { code: error?.code ?? 'effect-failed' });
 }
 
 /** The longest provider reference the journal keeps (as `reconcile` takes one over HTTP). */

@@ -315,6 +315,98 @@ describe('effects at the edges of a handler', () => {
     expect(effect?.state).toBe('failed');
   });
 
+  describe('a refusal whose mark could not be written, then the same effect again in the attempt', () => {
+    /** A store whose first two batches of marks fail before anything is written. */
+    function flakyMarks(): { store: Store; failed: () => number } {
+      const store = sqliteStore({ path: join(mkdtempSync(join(tmpdir(), 'sluice-mark-')), 'sluice.db') });
+      let failed = 0;
+      const flaky: Store = Object.create(store, {
+        effectMarkMany: {
+          value: async (items: Parameters<Store['effectMarkMany']>[0]) => {
+            if (failed < 2) {
+              failed++;
+              throw new StoreError('unavailable', 'the store went away for a moment');
+            }
+            return store.effectMarkMany(items);
+          },
+        },
+      });
+      return { store: flaky, failed: () => failed };
+    }
+
+    it('never records `absent` over a second send whose outcome is unknown', async () => {
+      const { store, failed } = flakyMarks();
+      h = await harness({ store });
+      let calls = 0;
+      h.sluice.define('job', {
+        input: z.object({}),
+        limits: { maxAttempts: 1 },
+        async run(_input, ctx) {
+          const charge = () =>
+            ctx.effect('charge', {
+              call: async () => {
+                calls++;
+                // A 503 first (nothing done); then the provider charges and the answer is lost.
+                if (calls === 1) throw new Retryable('provider answered 503');
+                throw new Ambiguous('the connection dropped after the request was sent');
+              },
+            });
+          try {
+            return await charge();
+          } catch (error) {
+            if (error instanceof Retryable) return await charge();
+            throw error;
+          }
+        },
+      });
+      h.worker().start();
+      await h.sluice.submit({ ...ref('resent'), kind: 'job', input: {} });
+      const done = await h.sluice.wait(ref('resent'));
+      expect([failed(), calls]).toEqual([2, 2]);
+      // The second request may have charged: the journal must not say it did not happen. Its
+      // last attempt used, the operation is dead, and a redrive recovers under the same key.
+      const [effect] = await h.store.effectList(ref('resent'));
+      expect([effect?.state, done.state]).toEqual(['pending', 'dead']);
+    });
+
+    it('answers a second call of a refused effect with the refusal, sending nothing', async () => {
+      const { store, failed } = flakyMarks();
+      h = await harness({ store });
+      let calls = 0;
+      const seen: string[] = [];
+      h.sluice.define('job', {
+        input: z.object({}),
+        async run(_input, ctx) {
+          const charge = () =>
+            ctx.effect('charge', {
+              call: async () => {
+                calls++;
+                throw new Permanent('declined', { code: 'card-declined' });
+              },
+            });
+          try {
+            return await charge();
+          } catch (error) {
+            seen.push((error as Permanent).code);
+            return await charge();
+          }
+        },
+      });
+      h.worker().start();
+      await h.sluice.submit({ ...ref('declined-twice'), kind: 'job', input: {} });
+      const done = await h.sluice.wait(ref('declined-twice'));
+      expect(failed()).toBeGreaterThan(0);
+      expect([calls, seen, done.state, done.error?.code]).toEqual([
+        1,
+        ['card-declined'],
+        'failed',
+        'card-declined',
+      ]);
+      const [effect] = await h.store.effectList(ref('declined-twice'));
+      expect(effect?.state).toBe('failed');
+    });
+  });
+
   it('asks a person, and calls no more, when an effect answers with something not JSON', async () => {
     h = await harness();
     const made = chargeJob(h, async () => ({ amount: 10n }));
