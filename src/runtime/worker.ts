@@ -82,7 +82,12 @@ export interface WorkerOptions {
   abortGraceMs?: number;
   /** How often running attempts' temporary folders are measured. Default 250 ms. */
   tempCheckMs?: number;
-  /** Identity of this worker in leases and attempt history. Default `host/pid/nonce`. */
+  /**
+   * A name for this worker in leases, attempt history and logs, to which it adds a nonce of its
+   * own (`name/nonce`; default `host/pid/nonce`). Workers given one name, as replicas sharing a
+   * config are, stay apart: a worker releases leases held in its name that it is not running
+   * (those a claim took whose answer was lost), and must never release another's.
+   */
   id?: string;
 }
 
@@ -171,6 +176,7 @@ const leaseKey = (lease: { tenant: string; id: string; epoch: number }) =>
   `${operationKey(lease.tenant, lease.id)}\u0000${lease.epoch}`;
 
 export class Worker extends EventEmitter<WorkerEvents> {
+  /** The owner named in this worker's leases: its `id` option and a nonce of its own. */
   readonly id: string;
   readonly tempDirs: TempDirs;
   /** Running attempts' stops, by tenant and id: for in-process cancel and shutdown. */
@@ -217,7 +223,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   ) {
     super();
     checkWorkerOptions(options);
-    this.id = options.id ?? `${hostname()}/${process.pid}/${randomBytes(3).toString('hex')}`;
+    this.id = `${options.id ?? `${hostname()}/${process.pid}`}/${randomBytes(3).toString('hex')}`;
     this.log = env.log.child({ worker: this.id });
     this.leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
     this.pollIntervalMs = options.pollIntervalMs ?? 500;

@@ -17,6 +17,7 @@ import { StoreError } from '../../src/core/errors/index.js';
 import { sqliteStore } from '../../src/store/sqlite/index.js';
 import type { Store } from '../../src/store/store.js';
 import { type Harness, harness } from '../helpers/engine.js';
+import { Gate } from '../helpers/gate.js';
 import { captureLog } from '../helpers/log-capture.js';
 import { usePostgres } from '../helpers/postgres.js';
 
@@ -109,5 +110,62 @@ describe.each([
     const op = await h.sluice.get({ tenant: 'North', id: 'j1' }, { include: ['attempts'] });
     expect([op?.state, op?.attempt]).toEqual(['queued', 0]);
     expect(op?.attempts?.map((a) => [a.attempt, a.outcome])).toEqual([[1, 'released']]);
+  });
+});
+
+describe('a claim that failed, beside another worker given the same id', () => {
+  let a: Harness | undefined;
+  let b: Harness | undefined;
+  afterEach(async () => {
+    await b?.close();
+    await a?.close();
+  });
+
+  it('leaves alone what the other worker is running: no operation runs twice at once', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-shared-id-'));
+    const path = join(dir, 'sluice.db');
+    a = await harness({ store: sqliteStore({ path }) });
+    // B's first claim fails with no answer, as a dropped connection fails it: B then releases
+    // the leases held in its name that it is not running.
+    let failed = 0;
+    const real = sqliteStore({ path });
+    const flaky: Store = Object.create(real, {
+      operationClaimMany: {
+        value: async (p: Parameters<Store['operationClaimMany']>[0]) => {
+          if (failed++ === 0) throw new StoreError('unavailable', 'connection lost');
+          return real.operationClaimMany(p);
+        },
+      },
+    });
+    b = await harness({ store: flaky });
+    const gate = new Gate();
+    const runs: string[] = [];
+    for (const [who, h] of [
+      ['A', a],
+      ['B', b],
+    ] as const)
+      h.sluice.define('job', {
+        input: z.object({}),
+        run: async (_input, ctx) => {
+          runs.push(`${who}#${ctx.attempt}`);
+          await gate.wait(ctx.signal);
+          return who;
+        },
+      });
+    const options = { id: 'payments-worker', slots: { default: 1 }, leaseMs: 600_000 };
+    const wa = a.worker(options);
+    wa.start();
+    await a.sluice.submit({ tenant: 'North', id: 'j1', kind: 'job', input: {} });
+    await gate.arrived;
+    const wb = b.worker(options);
+    wb.start();
+    // B's failed claim and the claims after it have run (B polls every 20 ms), or B has taken
+    // the operation A runs.
+    await vi.waitFor(() => expect(failed > 2 || runs.length > 1).toBe(true), { timeout: 20_000 });
+    expect(runs).toEqual(['A#1']);
+    expect(wa.id).not.toBe(wb.id);
+    gate.open();
+    const done = await a.sluice.wait({ tenant: 'North', id: 'j1' }, { timeoutMs: 20_000 });
+    expect([done.state, done.result, runs]).toEqual(['succeeded', 'A', ['A#1']]);
   });
 });
