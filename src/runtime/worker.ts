@@ -44,6 +44,7 @@ import type {
   EffectBeginResult,
   EffectMarkParams,
   FinishParams,
+  LeaseRef,
   OperationRow,
   Settled,
 } from '../store/types.js';
@@ -189,9 +190,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
   /** The operations this worker is running, by `operationKey`: from launch to the attempt's settling. */
   private readonly runningKeys = new Set<string>();
   /**
-   * Leases of attempts that ran here and whose end the store would not take (by tenant, id and
-   * epoch; the latest 10,000). They are left to expire, which counts the attempt: the handler
-   * ran. Only a lease no attempt here ran is a lost claim's, released without using one.
+   * Leases of attempts that ran here and ended without writing their end (by tenant, id and
+   * epoch; the latest 10,000): the store would not take it, or the attempt was abandoned (its
+   * lease went unconfirmed) or crashed. They are left to expire, which counts the attempt: the
+   * handler ran. Only a lease no attempt here ran is a lost claim's, released without using one.
    */
   private readonly endsUnwritten = new Set<string>();
   /** Per class: the last claim filled every free slot, so more work may be waiting. */
@@ -585,6 +587,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       claimNow,
     )
       .then((report) => {
+        if (report.outcome !== 'written') this.leftToExpire(row);
         this.env.onSettled(
           row,
           report,
@@ -604,9 +607,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         // Whatever failed (a store error, or a bug that threw instead), the attempt ran here: its
         // lease is left to expire, which counts it, never given back for free as a lost claim's.
         if (this.state === 'stopping') this.unwritten++;
-        this.endsUnwritten.add(leaseKey(row));
-        if (this.endsUnwritten.size > 10_000)
-          this.endsUnwritten.delete(this.endsUnwritten.values().next().value!);
+        this.leftToExpire(row);
         this.log.error(
           { err: error, operation: row.id },
           isStoreError(error)
@@ -622,6 +623,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
         if (this.inflight.size === 0) this.emit('idle');
       });
     this.inflight.add(run);
+  }
+
+  /** An attempt that ran here ends without its end written: its lease is never a lost claim's. */
+  private leftToExpire(row: LeaseRef): void {
+    this.endsUnwritten.add(leaseKey(row));
+    if (this.endsUnwritten.size > 10_000) this.endsUnwritten.delete(this.endsUnwritten.values().next().value!);
   }
 
   /**

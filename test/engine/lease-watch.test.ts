@@ -6,7 +6,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
+import { afterEach, describe, expect, it, onTestFinished, vi } from 'vitest';
 import { z } from 'zod';
 import { isLeaseLost, StoreError, sqliteStore } from '../../src/index.js';
 import type { Store } from '../../src/store/store.js';
@@ -163,5 +163,72 @@ describe('an attempt past what it can prove', () => {
     expect(sent).toEqual(['a']);
     const full = await h.sluice.get({ tenant: 'North', id: 'A' }, { include: ['effects'] });
     expect(full?.effects?.map((e) => [e.name, e.state])).toEqual([['a', 'committed']]);
+  });
+
+  it('leaves a lease it gave up to expire, not to the release of a failed claim', async () => {
+    // An outage: heartbeats fail, and the heartbeat gives the running attempt's lease up. Then a
+    // claim fails, after which the worker releases the leases held in its name that it is not
+    // running. The attempt ran: its lease must expire (and count), not be given back.
+    let outage = false;
+    let failClaim = false;
+    let claimsFailed = 0;
+    const failing = new Set(['leaseExtendMany', 'attemptFinishAndClaim', 'attemptFinishMany']);
+    const wrap = (store: Store): Store =>
+      new Proxy(store, {
+        get(target, property, receiver) {
+          const real = Reflect.get(target, property, receiver);
+          if (typeof real !== 'function') return real;
+          return (...args: unknown[]) => {
+            if (property === 'operationClaimMany' && failClaim) {
+              failClaim = false;
+              claimsFailed++;
+              return Promise.reject(new StoreError('unavailable', 'the store went away'));
+            }
+            if (outage && failing.has(String(property)))
+              return Promise.reject(new StoreError('unavailable', 'the store went away'));
+            return real.apply(target, args);
+          };
+        },
+      });
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-test-'));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    h = await harness({
+      dir,
+      store: wrap(sqliteStore({ path: join(dir, 'sluice.db') })),
+      sluice: { maxLeaseExpiries: 1 },
+    });
+    const runs: number[] = [];
+    h.sluice.define('job', {
+      input: z.object({}),
+      limits: { maxAttempts: 1, attemptTimeoutMs: 60_000 },
+      run: async (_i, ctx) => {
+        runs.push(ctx.attempt);
+        outage = true;
+        await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve));
+        throw ctx.signal.reason;
+      },
+    });
+    const worker = h.worker({
+      slots: { default: 2 },
+      leaseMs: 3000,
+      heartbeatMs: 500,
+      abortGraceMs: 200,
+      rescueIntervalMs: 100,
+    });
+    const settled = new Promise<string>((resolve) =>
+      worker.once('attempt', (e) => resolve(e.report.outcome)),
+    );
+    worker.start();
+    await h.sluice.submit({ tenant: 'North', id: 'A', kind: 'job', input: {} });
+    // The attempt has ended here, abandoned, with its lease still the store's; then one claim fails.
+    expect(await settled).toBe('abandoned');
+    failClaim = true;
+    await vi.waitFor(() => expect(claimsFailed).toBe(1), { timeout: 10_000 });
+    outage = false;
+    const done = await h.sluice.wait({ tenant: 'North', id: 'A' }, { timeoutMs: 20_000 });
+    const full = await h.sluice.get({ tenant: 'North', id: 'A' }, { include: ['attempts'] });
+    expect(runs).toEqual([1]);
+    expect(full?.attempts?.map((a) => a.outcome)).not.toContain('released');
+    expect(done.state).toBe('dead');
   });
 });
