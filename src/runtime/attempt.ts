@@ -465,7 +465,11 @@ async function execute(
     // Checked here, not in the function: an attempt without effects pays no promise for it.
     if (effects.size > 0 && !crashed) await effectsSettled();
     checkAlive();
-    if (temps.length > 0) await measureTemps();
+    if (temps.length > 0) {
+      // A walk still going listed the folders before the handler's last writes: a fresh one.
+      await measuring;
+      await measureTemps();
+    }
     // Over a limit is over, even if the handler finished before the next check.
     if (stop.aborted && isOperationLimitExceeded(stop.reason)) throw stop.reason;
     const value = result === undefined ? null : result;

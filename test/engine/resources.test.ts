@@ -5,7 +5,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, onTestFinished, vi } from 'vitest';
 import { z } from 'zod';
 import { isAttemptTimeout, isLeaseLost, Permanent } from '../../src/index.js';
 import { TempDirs } from '../../src/runtime/temp-dirs.js';
@@ -131,6 +131,47 @@ describe('resources are released on every exit path', () => {
     expect([at.state, at.result]).toEqual(['succeeded', { bytes: limit }]);
     expect([over.state, over.error?.code, over.attempt]).toEqual(['failed', 'temp-limit-exceeded', 1]);
     expect(paths.every((p) => !existsSync(p))).toBe(true);
+  });
+
+  it('measures the folder afresh at the end: a walk still going when the handler returns is not enough', async () => {
+    h = await harness();
+    // The first walk lists the folder before the handler's last write and answers only after the
+    // handler has returned: the end must not take its figure for the folder's.
+    const walk = TempDirs.bytesAsync.bind(TempDirs);
+    let listed!: () => void;
+    const firstListed = new Promise<void>((resolve) => {
+      listed = resolve;
+    });
+    let returned!: () => void;
+    const handlerReturned = new Promise<void>((resolve) => {
+      returned = resolve;
+    });
+    let walks = 0;
+    const spy = vi.spyOn(TempDirs, 'bytesAsync').mockImplementation(async (path: string) => {
+      const bytes = await walk(path);
+      if (walks++ === 0) {
+        listed();
+        await handlerReturned;
+      }
+      return bytes;
+    });
+    onTestFinished(() => spy.mockRestore());
+    h.sluice.define('export', {
+      input: z.object({}),
+      limits: { maxTempBytes: 4096, maxAttempts: 1 },
+      async run(_input, ctx) {
+        const dir = await ctx.tempDir();
+        writeFileSync(join(dir, 'small'), Buffer.alloc(10));
+        await firstListed;
+        writeFileSync(join(dir, 'big'), Buffer.alloc(50_000));
+        setImmediate(returned);
+        return { ok: true };
+      },
+    });
+    h.worker({ tempCheckMs: 1 }).start();
+    await h.sluice.submit({ tenant: 'North', id: 'late', kind: 'export', input: {} });
+    const done = await h.sluice.wait({ tenant: 'North', id: 'late' });
+    expect([done.state, done.error?.code]).toEqual(['failed', 'temp-limit-exceeded']);
   });
 
   it('forgets a worker once it has stopped, however often a process replaces its worker', async () => {

@@ -47,6 +47,24 @@ describe("a retry's wait", () => {
     for (const bad of [Number.NaN, -5, Number.POSITIVE_INFINITY])
       expect(retry(new Retryable('429', { retryAfterMs: bad }))).toMatchObject({ delayMs: 100 });
   });
+
+  it('keeps the wait of a failure another copy of the package made, read as the is… helpers read it', () => {
+    // What a second copy's Retryable is to this one: its mark, its properties, not this class.
+    const foreign = (outcome: string, retryAfterMs: unknown) => {
+      const error = Object.assign(new Error('429'), {
+        code: 'retryable-failure',
+        retryable: true,
+        retryAfterMs,
+      });
+      Object.defineProperty(error, Symbol.for('sluice.outcome'), { value: outcome });
+      return error;
+    };
+    const retry = (error: unknown) => classifyFailure(facts({ error }), () => 0.5);
+    expect(retry(foreign('retryable', 60_000))).toMatchObject({ outcome: 'retry', delayMs: 60_000 });
+    expect(retry(foreign('ambiguous', 2500))).toMatchObject({ outcome: 'retry', delayMs: 2500 });
+    expect(retry(foreign('retryable', 1e12))).toMatchObject({ delayMs: MAX_RETRY_AFTER_MS });
+    expect(retry(foreign('retryable', '60000'))).toMatchObject({ delayMs: 100 });
+  });
 });
 
 describe('classifying the end of an attempt', () => {

@@ -33,22 +33,33 @@ export interface OutcomeOptions {
 /** The longest wait a failure may ask for before its retry. */
 export const MAX_RETRY_AFTER_MS = 86_400_000;
 
+/** A wait asked for, bounded; never thrown over: this runs on a failure path already. */
+function boundedWait(after: unknown): number | undefined {
+  return typeof after === 'number' && Number.isFinite(after) && after >= 0
+    ? Math.min(Math.ceil(after), MAX_RETRY_AFTER_MS)
+    : undefined;
+}
+
 abstract class Outcome extends SluiceError {
   readonly details?: unknown;
   readonly retryAfterMs?: number;
   constructor(defaultCode: string, message: string, retryable: boolean, options: OutcomeOptions) {
     super(options.code ?? defaultCode, message, { cause: options.cause, retryable });
     if (options.details !== undefined) this.details = options.details;
-    // Bounded, never thrown over: this runs on a failure path already.
-    const after = options.retryAfterMs;
-    if (typeof after === 'number' && Number.isFinite(after) && after >= 0)
-      this.retryAfterMs = Math.min(Math.ceil(after), MAX_RETRY_AFTER_MS);
+    const after = boundedWait(options.retryAfterMs);
+    if (after !== undefined) this.retryAfterMs = after;
   }
 }
 
-/** The wait a retryable or ambiguous failure asked for before its retry, if any. */
+/**
+ * The wait a retryable or ambiguous failure asked for before its retry, if any. Read by its mark
+ * and property, not by class, as the `is…` helpers are: an outcome made by another copy of the
+ * package (a provider client's own dependency) keeps its wait.
+ */
 export function retryAfterOf(error: unknown): number | undefined {
-  return error instanceof Outcome ? error.retryAfterMs : undefined;
+  return isRetryable(error) || isAmbiguous(error)
+    ? boundedWait((error as { retryAfterMs?: unknown }).retryAfterMs)
+    : undefined;
 }
 
 const OUTCOME = Symbol.for('sluice.outcome');
