@@ -628,7 +628,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   /** An attempt that ran here ends without its end written: its lease is never a lost claim's. */
   private leftToExpire(row: LeaseRef): void {
     this.endsUnwritten.add(leaseKey(row));
-    if (this.endsUnwritten.size > 10_000) this.endsUnwritten.delete(this.endsUnwritten.values().next().value!);
+    if (this.endsUnwritten.size > 10_000)
+      this.endsUnwritten.delete(this.endsUnwritten.values().next().value!);
   }
 
   /**
