@@ -5,6 +5,14 @@
  * that only runs operations never loads the web server.
  */
 
+export type { BudgetWindow, ProviderBudget, ProviderBudgets } from './admission/budgets.js';
+export type {
+  AdmissionConfig,
+  ClassConfig,
+  TenantConfig,
+  TenantLimits,
+} from './admission/limits.js';
+export type { RetryBudgetConfig } from './admission/retry-budget.js';
 export { defineConfig, loadConfig, type PostgresConfig, type SluiceConfig } from './config/config.js';
 export { type Clock, systemClock } from './core/clock.js';
 export { canonicalJson, operationDigest } from './core/digest.js';
@@ -33,8 +41,14 @@ export type { AttemptReport } from './runtime/attempt.js';
 export { OperationContext } from './runtime/context.js';
 export type { ExecOptions, ExecResult } from './runtime/helpers/exec.js';
 export type { PgClientLike, PgPoolLike, PgQueryResult } from './runtime/helpers/pg-query.js';
-export { DEFAULT_LIMITS, type Kind, type KindDefinition, type KindLimits } from './runtime/kinds.js';
-export { Worker, type WorkerOptions } from './runtime/worker.js';
+export {
+  DEFAULT_LIMITS,
+  type Kind,
+  type KindDefinition,
+  type KindLimits,
+  type ResolvedLimits,
+} from './runtime/kinds.js';
+export { Worker, type WorkerEvents, type WorkerOptions } from './runtime/worker.js';
 export {
   type CancelResult,
   type Include,

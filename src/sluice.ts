@@ -174,7 +174,11 @@ export class Sluice {
   /** What the engine tells observers (metrics, tests): see observability/events.ts. */
   readonly events: SluiceEvents = createEvents();
   private readonly kinds = new Map<string, Kind>();
-  private readonly workers = new Set<Worker>();
+  /**
+   * Workers made by this engine and not stopped, each with the classes it has slots for: fixed
+   * when it is made (the kinds' classes then, and those its `slots` name).
+   */
+  private readonly workers = new Map<Worker, ReadonlySet<string>>();
   private readonly wakeup = new Wakeup();
   private readonly changes = new EventEmitter();
   private readonly submitter: Batcher<SubmitParams, SubmitOutcome>;
@@ -190,6 +194,14 @@ export class Sluice {
   private cursors: Promise<ListCursors> | undefined;
 
   constructor(options: SluiceOptions) {
+    // A misspelt option left unread was its default without a word (`logLevel` is the
+    // `SLUICE_LOG_LEVEL` variable, or a `logger`); a missing store failed later, in `migrate`.
+    const store: unknown = (options as Partial<SluiceOptions> | null | undefined)?.store;
+    if (typeof store !== 'object' || store === null || typeof (store as Store).migrate !== 'function')
+      throw new InvalidArgument(
+        'new Sluice needs a store: { store: sqliteStore({ path }) } or { store: postgresStore({ connectionString }) }',
+      );
+    knownKeys('new Sluice options', options, SLUICE_OPTION_KEYS);
     this.store = options.store;
     this.log = options.logger ?? pino({ name: 'sluice', level: logLevel('warn') }, pino.destination(2));
     this.effectKey = options.effectKey ?? deriveEffectKey;
@@ -213,13 +225,26 @@ export class Sluice {
     return this.store.migrate();
   }
 
-  /** Defines an operation kind. Define every kind before starting workers. */
+  /**
+   * Defines an operation kind. Define every kind before `worker()`: a kind of a class that a
+   * worker of this engine was made without is refused, since no worker would ever run it.
+   *
+   * @throws InvalidArgument a name, key, limit or handler that is not valid, or that class
+   */
   define<Schema extends StandardSchemaV1, Result>(
     name: string,
     definition: KindDefinition<Schema, Result>,
   ): Kind {
     if (this.kinds.has(name)) throw new InvalidArgument(`kind ${name} is already defined`);
     const kind = resolveKind(name, definition as unknown as KindDefinition);
+    // A worker claims only for the classes it was made with: the kind's operations would wait
+    // for ever. A class a worker's `slots` name, even with 0 slots, is one it was told about.
+    for (const [worker, classes] of this.workers)
+      if (!classes.has(kind.class))
+        throw new InvalidArgument(
+          `kind ${name}: worker ${worker.id} was made before any kind of class ${kind.class} was defined ` +
+            `and has no slots for it: define every kind before sluice.worker(), or name the class in its slots`,
+        );
     this.kinds.set(name, kind);
     return kind;
   }
@@ -488,7 +513,7 @@ export class Sluice {
     const out = await this.store.operationCancel({ ...ref, by: options.by });
     if (!out) throw new OperationNotFound(ref.tenant, ref.id);
     if (out.outcome === 'requested') {
-      for (const w of this.workers)
+      for (const w of this.workers.keys())
         w.stops.get(operationKey(ref.tenant, ref.id))?.abort(new CancelRequested(ref.id));
     }
     if (out.ended) {
@@ -638,7 +663,10 @@ export class Sluice {
       },
       options,
     );
-    this.workers.add(worker);
+    // As the worker counts its slots (runtime/worker.ts): the defined kinds' classes, and `slots`.
+    const classes = new Set([...this.kinds.values()].map((k) => k.class));
+    for (const cls of Object.keys(options.slots ?? {})) classes.add(cls);
+    this.workers.set(worker, classes);
     return worker;
   }
 
@@ -665,7 +693,7 @@ export class Sluice {
 
   /** Stops every worker of this engine (gracefully) and closes the store. */
   async close(options: { graceMs?: number } = {}): Promise<void> {
-    await Promise.all([...this.workers].map((w) => w.stop(options)));
+    await Promise.all([...this.workers.keys()].map((w) => w.stop(options)));
     await this.submitter.idle();
     await this.store.close();
   }
@@ -724,6 +752,19 @@ function retryBudgetOf(given: Partial<RetryBudgetConfig> | undefined): RetryBudg
     }),
   };
 }
+
+const SLUICE_OPTION_KEYS = [
+  'store',
+  'logger',
+  'maxLeaseExpiries',
+  'retention',
+  'effectKey',
+  'random',
+  'classes',
+  'tenants',
+  'providers',
+  'retryBudget',
+] as const satisfies ReadonlyArray<keyof SluiceOptions>;
 
 const RETRY_BUDGET_KEYS = [
   'ratio',

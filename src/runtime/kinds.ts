@@ -5,7 +5,7 @@
  * which are documented in docs/admission.md and the README.
  */
 import type { StandardSchemaV1 } from '@standard-schema/spec';
-import { bounded, MAX_DURATION_MS, MAX_TIMER_MS } from '../core/bounds.js';
+import { bounded, knownKeys, MAX_DURATION_MS, MAX_TIMER_MS } from '../core/bounds.js';
 import { InputInvalid, type InputIssue, InvalidArgument } from '../core/errors/index.js';
 import { type BackoffOptions, DEFAULT_BACKOFF } from '../retry/backoff.js';
 import type { OperationContext } from './context.js';
@@ -91,8 +91,38 @@ export const KIND_NAME = NAME;
 const positive = (name: string, value: number | undefined, fallback: number, min = 1, max?: number): number =>
   bounded(name, value, fallback, max === undefined ? { min, integer: true } : { min, max, integer: true });
 
+const DEFINITION_KEYS = ['input', 'class', 'limits', 'run'] as const satisfies ReadonlyArray<
+  keyof KindDefinition
+>;
+const LIMIT_KEYS = [
+  'maxInputBytes',
+  'maxResultBytes',
+  'attemptTimeoutMs',
+  'deadlineMs',
+  'maxAttempts',
+  'backoff',
+  'effectRetentionMs',
+  'maxTempBytes',
+  'maxProviderCalls',
+] as const satisfies ReadonlyArray<keyof KindLimits>;
+const BACKOFF_KEYS = ['baseMs', 'capMs'] as const satisfies ReadonlyArray<keyof BackoffOptions>;
+
 export function resolveKind(name: string, def: KindDefinition): Kind {
-  if (!NAME.test(name)) throw new InvalidArgument(`kind name ${JSON.stringify(name)} must match ${NAME}`);
+  if (typeof name !== 'string' || !NAME.test(name))
+    throw new InvalidArgument(`kind name ${JSON.stringify(name)} must match ${NAME}`);
+  // A misspelt key left unread ran the kind on its default: `clas: 'bulk'` in class `default`,
+  // `limits: { timeoutMs }` with the 60 s attempt timeout.
+  knownKeys(`kind ${name}`, def, DEFINITION_KEYS);
+  if (def.limits !== undefined) {
+    knownKeys(`kind ${name}: limits`, def.limits, LIMIT_KEYS);
+    if (def.limits.backoff !== undefined)
+      knownKeys(`kind ${name}: limits.backoff`, def.limits.backoff, BACKOFF_KEYS);
+  }
+  // Accepted without one, every operation of the kind burnt all its attempts on a TypeError.
+  if (typeof def.run !== 'function')
+    throw new InvalidArgument(
+      `kind ${name}: run must be a function (input, ctx) => result, not ${typeof def.run}`,
+    );
   if (typeof def.input?.['~standard']?.validate !== 'function') {
     throw new InvalidArgument(
       `kind ${name}: input must be a Standard Schema validator (zod, valibot, arktype…)`,

@@ -13,6 +13,7 @@ import { createHash } from 'node:crypto';
 import { type Clock, systemClock } from '../core/clock.js';
 import { canonicalJson } from '../core/digest.js';
 import { Ambiguous, EffectConflict, Permanent, Retryable } from '../core/errors/index.js';
+import type { LookupResult } from '../effects/run-effect.js';
 
 export interface Charge {
   id: string;
@@ -184,11 +185,26 @@ export class ProviderStub {
     });
   }
 
-  /** Authoritative: the charge made under `key`, if any, from the permanent ledger. */
+  /**
+   * Authoritative: the charge made under `key`, if any, from the permanent ledger, in the
+   * provider's own words (`charge`). For `ctx.effect`'s `lookup`, use `lookupResult`.
+   */
   async lookup(key: string): Promise<{ status: 'committed'; charge: Charge } | { status: 'absent' }> {
     this.lookups++;
     const charge = this.chargesByKey.get(key)?.at(-1);
     return charge ? { status: 'committed', charge: { ...charge } } : { status: 'absent' };
+  }
+
+  /**
+   * `lookup` as `ctx.effect` takes it: `lookup: ({ key }) => stub.lookupResult(key)`. The charge
+   * is the `result` and its id the `reference`; `lookup`'s own answer, which names it `charge`,
+   * is no answer to the engine (`lookup-answer-invalid`).
+   */
+  async lookupResult(key: string): Promise<LookupResult<Charge>> {
+    const found = await this.lookup(key);
+    return found.status === 'committed'
+      ? { status: 'committed', result: found.charge, reference: found.charge.id }
+      : found;
   }
 
   private idempotent(key: string, params: unknown, create: () => string): string {

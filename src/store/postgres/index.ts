@@ -18,6 +18,7 @@
  * the lock and counts its class as a delta, so that the caller's open transaction never holds
  * the row every submit and claim of the class moves (0031_class_deltas.sql).
  */
+import { knownKeys } from '../../core/bounds.js';
 import type { Store } from '../store.js';
 import type { ListParams, QueueStat, SubmitOutcome, SubmitParams } from '../types.js';
 import { budgetUsage } from './budgets.js';
@@ -78,7 +79,23 @@ export interface PostgresStore extends Store {
 /** The bytes of a listed operation's input, result and error, as the store holds them. */
 const LISTED_BYTES = `octet_length(input) + coalesce(octet_length(result), 0) + coalesce(octet_length(error), 0)`;
 
+const OPTION_KEYS = [
+  'connectionString',
+  'pool',
+  'schema',
+  'poolSize',
+  'clock',
+  'statementTimeoutMs',
+  'connectTimeoutMs',
+  'notify',
+  'durableCommits',
+  'pooler',
+  'listenUrl',
+] as const satisfies ReadonlyArray<keyof PostgresOptions>;
+
 export function postgresStore(options: PostgresOptions): PostgresStore {
+  // Before the pool is made: a misspelt key (`poolsize`, `durableCommit`) was its default.
+  knownKeys('postgresStore options', options, OPTION_KEYS);
   const ctx = openPostgres(options);
   const subscriptions = new Set<() => Promise<void>>();
   const list = (p: ListParams) => {

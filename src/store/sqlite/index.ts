@@ -7,6 +7,7 @@
 
 import { realpathSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
+import { knownKeys } from '../../core/bounds.js';
 import { systemClock } from '../../core/clock.js';
 import { InvalidArgument } from '../../core/errors/index.js';
 import type { Store } from '../store.js';
@@ -75,7 +76,22 @@ function walBase(path: string): string {
   }
 }
 
+const OPTION_KEYS = [
+  'path',
+  'synchronous',
+  'busyTimeoutMs',
+  'clock',
+  'watch',
+] as const satisfies ReadonlyArray<keyof SqliteOptions>;
+
 export function sqliteStore(options: SqliteOptions): SqliteStore {
+  // Before the file is opened: a misspelt key (`watchh`) was its default without a word, and a
+  // path that is not a string failed inside the driver with a TypeError.
+  if (typeof (options as Partial<SqliteOptions> | null | undefined)?.path !== 'string')
+    throw new InvalidArgument(
+      `sqliteStore needs { path }, a string: the database file, or ':memory:' (got ${typeof options?.path})`,
+    );
+  knownKeys('sqliteStore options', options, OPTION_KEYS);
   if (options.watch !== undefined && typeof options.watch !== 'boolean')
     throw new InvalidArgument('watch must be true or false');
   const ctx = openSqlite(options, options.clock ?? systemClock);
