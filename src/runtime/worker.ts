@@ -73,7 +73,10 @@ export interface WorkerOptions {
   heartbeatMs?: number;
   /** How often to look for other processes' work. Default 500 ms. */
   pollIntervalMs?: number;
-  /** How often to rescue expired leases; `false` to leave it to other processes. Default 5 s. */
+  /**
+   * How often to rescue expired leases (and, on PostgreSQL, fold the class counts transactional
+   * submits leave as deltas); `false` to leave both to other processes. Default 5 s.
+   */
   rescueIntervalMs?: number | false;
   /** How often to purge old terminal operations; `false` to disable. Default 60 s. */
   purgeIntervalMs?: number | false;
