@@ -13,6 +13,7 @@
  * | effect key conflict at the provider         | dead                                             |
  * | a budget exhausted (provider set to `wait`) | deferred to the window's reset, attempt not used |
  * | `Permanent`, invalid input, over a per-operation limit (temp bytes, calls) | failed              |
+ * | Sluice's refusal of a call the handler made (invalid argument, key reused)  | failed              |
  * | `Retryable`, `Ambiguous`, timeout, other    | retry after full-jitter back-off, or dead when   |
  * |                                             | attempts are exhausted / failed when the back-off |
  * |                                             | would pass the deadline                           |
@@ -29,7 +30,10 @@ import {
   isEffectConflict,
   isEffectOutcomeUnknown,
   isInputInvalid,
+  isInvalidArgument,
   isLeaseLost,
+  isOperationConflict,
+  isOperationExpired,
   isOperationLimitExceeded,
   isPermanent,
   isRetryable,
@@ -61,9 +65,14 @@ export interface FailureFacts {
   deadlineInMs: number | null;
 }
 
-/** Whether a failure may be retried, and how it is labelled in the attempt history. */
+/**
+ * Whether a failure may be retried, and how it is labelled in the attempt history. Sluice's own
+ * refusals of a call the handler made wrongly (a bad argument, a child's idempotency key reused
+ * with another input or already purged) are permanent: the same code makes the same call again.
+ */
 export function failureClass(error: unknown): 'permanent' | 'retryable' | 'ambiguous' {
   if (isPermanent(error) || isInputInvalid(error)) return 'permanent';
+  if (isInvalidArgument(error) || isOperationConflict(error) || isOperationExpired(error)) return 'permanent';
   if (isAmbiguous(error)) return 'ambiguous';
   return 'retryable';
 }

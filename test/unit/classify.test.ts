@@ -4,14 +4,19 @@ import {
   AttemptTimeout,
   BudgetExhausted,
   CancelRequested,
+  CapacityExceeded,
   DeadlineExceeded,
   EffectConflict,
   EffectOutcomeUnknown,
   InputInvalid,
+  InvalidArgument,
   LeaseLost,
   MAX_RETRY_AFTER_MS,
+  OperationConflict,
+  OperationExpired,
   Permanent,
   Retryable,
+  StoreError,
   WorkerShutdown,
 } from '../../src/core/errors/index.js';
 import { classifyFailure, type FailureFacts } from '../../src/retry/classify.js';
@@ -75,6 +80,13 @@ describe('classifying the end of an attempt', () => {
     expect(end({ error: new Retryable('503') })).toBe('retry');
     expect(end({ error: new Ambiguous('reset') })).toBe('retry');
     expect(end({ error: new TypeError('bug') })).toBe('retry');
+    // Sluice's refusals of a call the handler made: the same code makes the same call again.
+    expect(end({ error: new InvalidArgument('effect name "" must match …') })).toBe('failed');
+    expect(end({ error: new OperationConflict('North', 'child-1') })).toBe('failed');
+    expect(end({ error: new OperationExpired('North', 'child-1') })).toBe('failed');
+    // Its refusals that pass: a store outage, a full queue.
+    expect(end({ error: new StoreError('unavailable', 'gone') })).toBe('retry');
+    expect(end({ error: new CapacityExceeded('class-queue-full', 1000, 'full') })).toBe('retry');
     expect(end({ error: new EffectConflict('key reused') })).toBe('dead');
     expect(end({ error: new BudgetExhausted('spend:p:*', 5000) })).toBe('deferred');
     expect(end({ error: new Permanent('over budget', { code: 'budget-exhausted' }) })).toBe('failed');
