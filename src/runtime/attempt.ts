@@ -495,7 +495,7 @@ async function execute(
       return 'crashed';
     }
     const abortReason = stop.aborted ? stop.reason : undefined;
-    if (!isLeaseLost(abortReason)) logFailure(logs.log, error);
+    if (!isLeaseLost(abortReason)) logFailure(logs.log, error, abortReason);
     return classifyFailure(
       {
         error,
@@ -690,15 +690,24 @@ function safely(read: () => unknown): string | undefined {
   }
 }
 
-function logFailure(log: Logger, error: unknown): void {
+/**
+ * The attempt's failure in the log, as a record of its own under `error` (pino's serializer of
+ * `err` would name every such record's type `Object`). When the signal had fired (a cancel, a
+ * timeout, the worker's stop), that reason decides the outcome, and what the handler threw on its
+ * way out (an `AbortError`, most often) is no unclassified failure: logged at info with it.
+ */
+function logFailure(log: Logger, error: unknown, abortReason: unknown): void {
   const known = isSluiceError(error);
   const e = error instanceof Error ? error : undefined;
-  const err = {
+  const record = {
     type: (e && safely(() => e.name)) ?? typeof error,
     code: known ? error.code : 'unclassified-error',
     message: e ? messageOf(e).slice(0, MAX_LOGGED_CHARS) : describe(error).slice(0, MAX_LOGGED_CHARS),
     stack: e && safely(() => e.stack),
   };
-  if (known) log.info({ err }, 'attempt failed');
-  else log.warn({ err }, 'attempt failed with an unclassified error (retried as retryable)');
+  if (abortReason !== undefined) {
+    const reason = isSluiceError(abortReason) ? abortReason.code : describe(abortReason).slice(0, MAX_LOGGED_CHARS);
+    log.info({ reason, error: record }, 'attempt stopped');
+  } else if (known) log.info({ error: record }, 'attempt failed');
+  else log.warn({ error: record }, 'attempt failed with an unclassified error (retried as retryable)');
 }

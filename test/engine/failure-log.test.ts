@@ -1,4 +1,5 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { setTimeout as delay } from 'node:timers/promises';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { Permanent } from '../../src/index.js';
 import { type Harness, harness } from '../helpers/engine.js';
@@ -36,16 +37,38 @@ describe('an attempt failure in the log', () => {
       failures.map((l) => [
         l.level,
         l.operation,
-        (l.err as { code: string }).code,
-        (l.err as { message: string }).message,
+        (l.error as { type: string }).type,
+        (l.error as { code: string }).code,
+        (l.error as { message: string }).message,
       ]),
     ).toEqual([
-      [40, 'client', 'unclassified-error', 'Request failed with status code 402'],
-      [30, 'declined', 'permanent-failure', 'declined'],
+      [40, 'client', 'Error', 'unclassified-error', 'Request failed with status code 402'],
+      [30, 'declined', 'Permanent', 'permanent-failure', 'declined'],
     ]);
     const text = JSON.stringify(failures);
     for (const secret of ['sk_live_SECRET', '4111111111111111', '123-45-6789'])
       expect(text).not.toContain(secret);
-    expect((failures[0]!.err as { stack: string }).stack).toContain('Request failed');
+    expect((failures[0]!.error as { stack: string }).stack).toContain('Request failed');
+  });
+
+  it('says why an attempt was stopped, at info, not what the handler threw on its way out', async () => {
+    const { logger, lines } = captureLog('info');
+    h = await harness({ sluice: { logger } });
+    h.sluice.define('job', {
+      input: z.object({}),
+      // As docs/handlers.md recommends: a wait that ends when the signal fires (an AbortError).
+      run: (_i, ctx) => delay(600_000, undefined, { signal: ctx.signal }),
+    });
+    h.worker().start();
+    await h.sluice.submit({ tenant: 'North', id: 'c', kind: 'job', input: {} });
+    await vi.waitFor(async () =>
+      expect((await h.sluice.get({ tenant: 'North', id: 'c' }))?.state).toBe('running'),
+    );
+    await h.sluice.cancel({ tenant: 'North', id: 'c' });
+    expect((await h.sluice.wait({ tenant: 'North', id: 'c' })).state).toBe('cancelled');
+    const about = lines.filter((l) => l.operation === 'c' && String(l.msg).startsWith('attempt'));
+    expect(about.map((l) => [l.level, l.msg, l.reason, (l.error as { type: string }).type])).toEqual([
+      [30, 'attempt stopped', 'cancel-requested', 'AbortError'],
+    ]);
   });
 });
