@@ -34,7 +34,12 @@ import { ListCursors } from './core/list-cursor.js';
 import { type Operation, toOperation } from './core/operation.js';
 import { isTerminal, OPERATION_STATES, type OperationState } from './core/states.js';
 import { isStoredText } from './core/stored-text.js';
-import { deriveEffectKey, type EffectKeyFn } from './effects/effect-key.js';
+import {
+  deriveEffectKey,
+  type EffectKeyFn,
+  MAX_KEY_NAMESPACE_CHARS,
+  namespacedEffectKey,
+} from './effects/effect-key.js';
 import { MAX_REFERENCE_CHARS } from './effects/run-effect.js';
 import { createEvents, type SluiceEvents } from './observability/events.js';
 import { DEFAULT_RETENTION, purgeAll, type RetentionPolicy, rescueAll } from './queue/maintenance.js';
@@ -62,6 +67,14 @@ export interface SluiceOptions {
   retention?: Partial<RetentionPolicy>;
   /** The provider idempotency key of an effect. Change it only if you know why: it must be stable. */
   effectKey?: EffectKeyFn;
+  /**
+   * Derives every effect key from this too (1–200 printable characters): for stores whose
+   * effects reach one provider account (staging and production on one account, two
+   * applications), which would otherwise derive one key for two operations of one tenant and
+   * id. Set it before the first effect and never change it: an effect pending under the old
+   * key would be sent again under a new one. Default none (keys as they always were).
+   */
+  effectKeyNamespace?: string;
   /** Source of randomness for back-off jitter (tests). */
   random?: () => number;
   /** Workload classes: global queue bound and default per-tenant limits (admission/limits.ts). */
@@ -204,7 +217,7 @@ export class Sluice {
     knownKeys('new Sluice options', options, SLUICE_OPTION_KEYS);
     this.store = options.store;
     this.log = options.logger ?? pino({ name: 'sluice', level: logLevel('warn') }, pino.destination(2));
-    this.effectKey = options.effectKey ?? deriveEffectKey;
+    this.effectKey = effectKeyOf(options);
     this.retention = retentionOf(options.retention);
     this.maxLeaseExpiries = bounded('maxLeaseExpiries', options.maxLeaseExpiries, 3, {
       min: 1,
@@ -753,12 +766,33 @@ function retryBudgetOf(given: Partial<RetryBudgetConfig> | undefined): RetryBudg
   };
 }
 
+/** The key derivation: the default, in a namespace, or the caller's own (not both). */
+function effectKeyOf(options: SluiceOptions): EffectKeyFn {
+  const ns = options.effectKeyNamespace;
+  if (ns === undefined) return options.effectKey ?? deriveEffectKey;
+  if (options.effectKey !== undefined)
+    throw new InvalidArgument(
+      'effectKeyNamespace and effectKey: give one, the namespace or your own derivation',
+    );
+  if (
+    typeof ns !== 'string' ||
+    ns.length === 0 ||
+    ns.length > MAX_KEY_NAMESPACE_CHARS ||
+    !/^[\x20-\x7e]+$/.test(ns)
+  )
+    throw new InvalidArgument(
+      `effectKeyNamespace must be 1 to ${MAX_KEY_NAMESPACE_CHARS} printable ASCII characters`,
+    );
+  return namespacedEffectKey(ns);
+}
+
 const SLUICE_OPTION_KEYS = [
   'store',
   'logger',
   'maxLeaseExpiries',
   'retention',
   'effectKey',
+  'effectKeyNamespace',
   'random',
   'classes',
   'tenants',

@@ -22,7 +22,7 @@ import type {
   SqliteOptions,
   WorkerEvents,
 } from '../../src/index.js';
-import { DEFAULT_LIMITS, postgresStore, Sluice, sqliteStore } from '../../src/index.js';
+import { DEFAULT_LIMITS, deriveEffectKey, postgresStore, Sluice, sqliteStore } from '../../src/index.js';
 import { type Charge, ProviderStub } from '../../src/testing/index.js';
 import { type Harness, harness, silent } from '../helpers/engine.js';
 
@@ -149,6 +149,55 @@ describe('sluice.define', () => {
   });
 });
 
+describe('effectKeyNamespace', () => {
+  let a: Harness | undefined;
+  let b: Harness | undefined;
+  afterEach(async () => {
+    await a?.close();
+    await b?.close();
+  });
+
+  it('gives two stores sharing one provider account their own keys; without it, keys are as they were', async () => {
+    // Staging and production on one provider account, each with tenant North's operation O1.
+    const provider = new ProviderStub();
+    const keys: string[] = [];
+    const engine = async (namespace: string | undefined) => {
+      const h = await harness({ sluice: namespace === undefined ? {} : { effectKeyNamespace: namespace } });
+      h.sluice.define('charge', {
+        input: z.object({ amount_cents: z.number() }),
+        run: ({ amount_cents }, ctx) =>
+          ctx.effect('charge', {
+            call: ({ key }) => {
+              keys.push(key);
+              return provider.charge({ key, params: { amount_cents } });
+            },
+          }),
+      });
+      h.worker().start();
+      return h;
+    };
+    const charge = async (h: Harness, amount_cents: number) => {
+      await h.sluice.submit({ ...ref('O1'), kind: 'charge', input: { amount_cents } });
+      return (await h.sluice.wait(ref('O1'))).result as Charge;
+    };
+    a = await engine('staging');
+    b = await engine('production');
+    const staging = await charge(a, 100);
+    const production = await charge(b, 250);
+    // Two charges: the second was not answered with the first's.
+    expect([staging.id, production.id, provider.calls]).toEqual(['ch_1', 'ch_2', 2]);
+    expect(new Set(keys).size).toBe(2);
+    await a.close();
+    await b.close();
+    // Without a namespace the key is the one every earlier build derived.
+    a = await engine(undefined);
+    await charge(a, 100);
+    expect(keys[2]).toBe(deriveEffectKey('North', 'O1', 'charge'));
+    expect(keys.slice(0, 2)).not.toContain(keys[2]);
+    b = undefined;
+  });
+});
+
 describe('the engine and the stores refuse options they do not know', () => {
   let dir: string;
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
@@ -179,8 +228,19 @@ describe('the engine and the stores refuse options they do not know', () => {
         tenants: {},
         providers: {},
         retryBudget: false,
+        effectKeyNamespace: 'staging',
       };
-      expect(refusal(() => new Sluice(all))).toBeUndefined();
+      // The namespace or a derivation of one's own, not both.
+      expect(refusal(() => new Sluice(all))?.message).toMatch(/effectKeyNamespace and effectKey/);
+      expect(refusal(() => new Sluice({ ...all, effectKeyNamespace: undefined }))).toBeUndefined();
+      expect(refusal(() => new Sluice({ ...all, effectKey: undefined }))).toBeUndefined();
+      for (const ns of ['', 'x'.repeat(201), 'tab\there', 'é', 7])
+        expect(
+          refusal(() => new Sluice({ store, logger: silent, effectKeyNamespace: ns as string }))?.code,
+        ).toBe('invalid-argument');
+      expect(
+        refusal(() => new Sluice({ store, logger: silent, effectKeyNamespace: 'x'.repeat(200) })),
+      ).toBeUndefined();
       expect(refusal(() => new Sluice({ store, logger: silent, classes: undefined }))).toBeUndefined();
     } finally {
       void store.close();
