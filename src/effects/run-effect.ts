@@ -33,6 +33,7 @@ import {
   isBudgetExhausted,
   isCancelRequested,
   isEffectConflict,
+  isInputNotJson,
   isLeaseLost,
   isPermanent,
   isRetryable,
@@ -398,9 +399,12 @@ async function commit(
     // could not replay it. The row stays `pending` (its outcome unknown to the journal) and the
     // operation fails, which a pending effect turns into `needs_reconciliation`: nothing is
     // sent again.
-    throw new Permanent(`the result of effect ${name} is not plain JSON: ${(error as Error).message}`, {
-      code: 'effect-result-not-json',
-    });
+    throw new Permanent(
+      `the result of effect ${name} is not plain JSON: ${isInputNotJson(error) ? error.reason : (error as Error).message}`,
+      {
+        code: 'effect-result-not-json',
+      },
+    );
   }
   // The journal's row is read whole by every later attempt and every view of the effects, so an
   // answer is bounded as the handler's result is. The provider has done the effect all the same:

@@ -19,6 +19,7 @@ import {
   CancelRequested,
   DeadlineExceeded,
   type ErrorRecord,
+  isInputNotJson,
   isLeaseLost,
   isOperationLimitExceeded,
   isSluiceError,
@@ -481,9 +482,12 @@ async function execute(
       assertPlainJson(value);
       text = JSON.stringify(value);
     } catch (error) {
-      throw new Permanent(`the handler's result is not plain JSON: ${messageOf(error)}`, {
-        code: 'result-not-json',
-      });
+      throw new Permanent(
+        `the handler's result is not plain JSON: ${isInputNotJson(error) ? error.reason : messageOf(error)}`,
+        {
+          code: 'result-not-json',
+        },
+      );
     }
     assertResultSize(text, kind.limits.maxResultBytes);
     return { outcome: 'succeeded', result: new JsonText(text) };
@@ -706,7 +710,9 @@ function logFailure(log: Logger, error: unknown, abortReason: unknown): void {
     stack: e && safely(() => e.stack),
   };
   if (abortReason !== undefined) {
-    const reason = isSluiceError(abortReason) ? abortReason.code : describe(abortReason).slice(0, MAX_LOGGED_CHARS);
+    const reason = isSluiceError(abortReason)
+      ? abortReason.code
+      : describe(abortReason).slice(0, MAX_LOGGED_CHARS);
     log.info({ reason, error: record }, 'attempt stopped');
   } else if (known) log.info({ error: record }, 'attempt failed');
   else log.warn({ error: record }, 'attempt failed with an unclassified error (retried as retryable)');

@@ -418,6 +418,8 @@ describe('effects at the edges of a handler', () => {
       'effect-result-not-json',
       1,
     ]);
+    // Says what is not JSON in the result, not that an input must be.
+    expect(done.error?.message).toBe('the result of effect charge is not plain JSON: amount is a bigint');
     const [effect] = await h.store.effectList(ref('bigint'));
     expect(effect?.state).toBe('pending');
   });

@@ -42,8 +42,11 @@ export const isInputInvalid = (e: unknown): e is InputInvalid => hasCode(e, 'inp
 
 /** The input is not plain JSON (undefined, a function, a BigInt, a cycle, a non-finite number). */
 export class InputNotJson extends SluiceError {
+  /** What is not JSON, and where (`(root) is a function`), for a message about another value. */
+  readonly reason: string;
   constructor(reason: string) {
     super('input-not-json', `input must be plain JSON: ${reason}`);
+    this.reason = reason;
   }
 }
 export const isInputNotJson = (e: unknown): e is InputNotJson => hasCode(e, 'input-not-json');
