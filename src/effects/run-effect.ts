@@ -144,6 +144,8 @@ export interface EffectRuntime {
   onCall?(name: string, provider: string | null, outcome: string): void;
   /** A committed effect's reference the journal cannot keep, and why: recorded without it. */
   onUnkeptReference?(name: string, why: string): void;
+  /** An effect this attempt committed, asked again: answered from the journal, nothing sent. */
+  onRepeat?(name: string): void;
 }
 
 const NAME = /^[A-Za-z0-9_.:-]{1,100}$/;
@@ -157,7 +159,10 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
   rt.checkAlive();
   // Step 1 for an effect this attempt committed already, whose mark may still be on its way.
   const known = rt.marks?.committed(name);
-  if (known) return known.result as T;
+  if (known) {
+    rt.onRepeat?.(name);
+    return known.result as T;
+  }
   const refused = await rt.marks?.refusal(name);
   if (refused) throw failedAnswer(name, refused.error);
 

@@ -124,6 +124,11 @@ export const PROBLEMS: Record<string, ProblemSpec> & Record<HttpProblemCode, Pro
   'store-statement-timeout': { status: 503, title: 'The store timed out', retryAfterMs: STORE_RETRY_MS },
   'store-unique-violation': { status: 500, title: 'The store refused a duplicate' },
   'store-schema-newer': { status: 500, title: "The store's schema is newer than this build" },
+  'store-not-migrated': {
+    status: 503,
+    title: 'The store is not migrated to this build',
+    retryAfterMs: STORE_RETRY_MS,
+  },
   'store-unknown': { status: 500, title: 'The store failed' },
   // Attempt and operation outcomes (docs/errors.md, second table): they describe how an
   // operation ended and appear in its `error`; no API call raises them.

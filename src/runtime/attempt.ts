@@ -367,6 +367,8 @@ async function execute(
   const ckey = operationKey(row.tenant, row.id);
   env.stops.set(ckey, stop);
   const temps: string[] = [];
+  // Effects this attempt committed and was asked for again (warned once each).
+  const repeated = new Set<string>();
   let tempTimer: NodeJS.Timeout | undefined;
   // The temp budget is enforced, not alerted: over it, the attempt's signal fires.
   // One walk at a time, off the event loop (temp-dirs.ts `bytesAsync`): a tick that finds the
@@ -446,6 +448,16 @@ async function execute(
             { tenant: row.tenant, operation: row.id, effect, why },
             "an effect's reference cannot be kept; the effect is recorded committed without it",
           ),
+        onRepeat: (effect) => {
+          // Once per name and attempt: a loop that names every effect alike would say it per turn.
+          if (repeated.has(effect)) return;
+          repeated.add(effect);
+          env.log.warn(
+            { tenant: row.tenant, operation: row.id, effect },
+            'an effect this attempt committed was asked again: its recorded result is returned and ' +
+              'nothing is sent (a name is an effect: a loop names each one: charge:1, charge:2)',
+          );
+        },
         onCall: (effect, provider, outcome) => {
           if (env.events.listenerCount('effect') > 0)
             env.events.emit('effect', { ...refOf(row), effect, provider, outcome });

@@ -25,6 +25,8 @@ import type {
 import { DEFAULT_LIMITS, deriveEffectKey, postgresStore, Sluice, sqliteStore } from '../../src/index.js';
 import { type Charge, ProviderStub } from '../../src/testing/index.js';
 import { type Harness, harness, silent } from '../helpers/engine.js';
+import { captureLog } from '../helpers/log-capture.js';
+import { usePostgres } from '../helpers/postgres.js';
 
 /** The error `fn` throws (or rejects with), as `{ code, message }`; undefined if it returns. */
 const refusal = (fn: () => unknown): { code: unknown; message: string } | undefined => {
@@ -119,7 +121,8 @@ describe('sluice.define', () => {
 
   it('names an effect by its identity: a second ctx.effect of one name returns the first one’s result', async () => {
     // What docs/handlers.md says of a loop: each effect needs a name of its own.
-    h = await harness();
+    const { logger, lines: logged } = captureLog('warn');
+    h = await harness({ sluice: { logger } });
     const provider = new ProviderStub();
     h.sluice.define('lines', {
       input: z.object({ lines: z.array(z.object({ id: z.string(), amount_cents: z.number() })) }),
@@ -141,11 +144,17 @@ describe('sluice.define', () => {
     const lines = [
       { id: 'a', amount_cents: 100 },
       { id: 'b', amount_cents: 200 },
+      { id: 'c', amount_cents: 300 },
     ];
     await h.sluice.submit({ ...ref('L1'), kind: 'lines', input: { lines } });
     const done = await h.sluice.wait(ref('L1'));
-    expect(done.result).toEqual({ same: ['ch_1', 'ch_1'], own: ['ch_2', 'ch_3'] });
-    expect(provider.calls).toBe(3);
+    expect(done.result).toEqual({ same: ['ch_1', 'ch_1', 'ch_1'], own: ['ch_2', 'ch_3', 'ch_4'] });
+    expect(provider.calls).toBe(4);
+    // And the worker says so, once for the name.
+    const repeats = logged.filter((l) =>
+      String(l.msg).startsWith('an effect this attempt committed was asked again'),
+    );
+    expect(repeats.map((l) => [l.operation, l.effect])).toEqual([['L1', 'charge']]);
   });
 });
 
@@ -347,5 +356,40 @@ describe('the types of public signatures are exported', () => {
       retryBudget: budget,
     };
     expect([options.providers, limits.maxAttempts, idle]).toEqual([providers, 5, []]);
+  });
+});
+
+describe('a store used before it is migrated', () => {
+  const db = usePostgres();
+  afterEach(() => db.closeStores());
+
+  it.each([
+    [
+      'SQLite',
+      () => sqliteStore({ path: join(mkdtempSync(join(tmpdir(), 'sluice-unmigrated-')), 'sluice.db') }),
+    ],
+    ['PostgreSQL', () => db.store()],
+  ] as const)('%s: store-not-migrated, saying what to run, on a submit and a read', async (_name, make) => {
+    const store = make();
+    const sluice = new Sluice({ store, logger: silent });
+    sluice.define('job', { input: z.object({}), run: () => 'done' });
+    try {
+      for (const call of [
+        () => sluice.submit({ tenant: 'North', id: 'a', kind: 'job', input: {} }),
+        () => sluice.get({ tenant: 'North', id: 'a' }),
+      ]) {
+        const error = await call().then(
+          () => undefined,
+          (e: unknown) => e as { code: string; message: string; retryable: boolean },
+        );
+        expect([error?.code, error?.retryable]).toEqual(['store-not-migrated', true]);
+        expect(error?.message).toContain('sluice migrate');
+      }
+      // Migrated, the same calls work.
+      await sluice.migrate();
+      expect((await sluice.submit({ tenant: 'North', id: 'a', kind: 'job', input: {} })).created).toBe(true);
+    } finally {
+      await sluice.close();
+    }
   });
 });

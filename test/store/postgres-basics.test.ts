@@ -1535,7 +1535,10 @@ describe('errors', () => {
     expect(reason(pgError('55P03'))).toBe('store-busy');
     expect(reason(pgError('57014'))).toBe('store-statement-timeout');
     expect(reason(pgError('23505'))).toBe('store-unique-violation');
-    expect(reason(pgError('42P01'))).toBe('store-unknown');
+    // Only the store's own statements come here: a table, function or column of its schema missing.
+    for (const code of ['3F000', '42P01', '42883', '42703'])
+      expect([code, reason(pgError(code))]).toEqual([code, 'store-not-migrated']);
+    expect(reason(pgError('42601'))).toBe('store-unknown');
     expect(reason(pgError('ECONNRESET'))).toBe('store-unavailable');
     expect(reason(new Error('Connection terminated unexpectedly'))).toBe('store-unavailable');
     expect(reason(new TypeError('not a database error'))).toBe('unclassified');

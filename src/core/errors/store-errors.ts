@@ -13,6 +13,7 @@ export type StoreErrorReason =
   | 'unique-violation'
   | 'statement-timeout'
   | 'schema-newer'
+  | 'not-migrated'
   | 'unknown';
 
 const RETRYABLE: Record<StoreErrorReason, boolean> = {
@@ -22,8 +23,14 @@ const RETRYABLE: Record<StoreErrorReason, boolean> = {
   'unique-violation': false,
   'statement-timeout': true,
   'schema-newer': false,
+  // Another process may be migrating it now (`sluice serve` does at start).
+  'not-migrated': true,
   unknown: false,
 };
+
+/** What a `not-migrated` store error says to do. */
+export const MIGRATE_HINT =
+  'the store is not migrated to this build: run `sluice migrate`, or `await sluice.migrate()` at start';
 
 export class StoreError extends SluiceError {
   readonly reason: StoreErrorReason;

@@ -7,7 +7,7 @@
  * back: safe to run again), a lock wait refused is `busy`, a cancelled statement is
  * `statement-timeout`, a duplicate key is `unique-violation`. Anything else is `unknown`.
  */
-import { isSluiceError, StoreError, type StoreErrorReason } from '../../core/errors/index.js';
+import { isSluiceError, MIGRATE_HINT, StoreError, type StoreErrorReason } from '../../core/errors/index.js';
 
 /** Socket-level failures: the server is down, restarting, or unreachable. */
 const NETWORK_CODES = new Set([
@@ -53,6 +53,13 @@ function reasonOfSqlState(code: string): StoreErrorReason | undefined {
       return 'statement-timeout';
     case '23505': // unique_violation
       return 'unique-violation';
+    // Only the store's own statements come here, each naming its schema's tables and functions:
+    // one missing is a schema never migrated, or not to this build.
+    case '3F000': // invalid_schema_name
+    case '42P01': // undefined_table
+    case '42883': // undefined_function
+    case '42703': // undefined_column
+      return 'not-migrated';
     default:
       return undefined;
   }
@@ -74,7 +81,8 @@ export function classifyPgError(error: unknown): unknown {
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) {
     const reason = reasonOfSqlState(code) ?? 'unknown';
-    return new StoreError(reason, `PostgreSQL ${code}: ${message}`, { cause: error });
+    const hint = reason === 'not-migrated' ? ` (${MIGRATE_HINT})` : '';
+    return new StoreError(reason, `PostgreSQL ${code}: ${message}${hint}`, { cause: error });
   }
   const net = networkCode(error);
   if (net)

@@ -18,6 +18,7 @@ import {
   InvalidArgument,
   isSluiceError,
   isStoreError,
+  MIGRATE_HINT,
   StoreError,
   type StoreErrorReason,
 } from '../../core/errors/index.js';
@@ -81,6 +82,8 @@ const REASONS: Array<[RegExp, StoreErrorReason]> = [
   [/^SQLITE_INTERRUPT/, 'statement-timeout'],
 ];
 const NOT_A_DATABASE = /^SQLITE_(NOTADB|CORRUPT)/;
+/** The store's own statements naming what a migration makes: the file was never migrated, or not fully. */
+const NOT_MIGRATED = /^no such (table|column|function): /;
 
 /** Maps a better-sqlite3 error to a `StoreError`; passes Sluice's own errors through. */
 export function classifySqliteError(error: unknown): unknown {
@@ -97,6 +100,8 @@ export function classifySqliteError(error: unknown): unknown {
     for (const [pattern, reason] of REASONS) {
       if (pattern.test(code)) return new StoreError(reason, `SQLite: ${message}`, { cause: error });
     }
+    if (NOT_MIGRATED.test(message))
+      return new StoreError('not-migrated', `SQLite: ${message} (${MIGRATE_HINT})`, { cause: error });
     if (code.startsWith('SQLITE_')) return new StoreError('unknown', `SQLite: ${message}`, { cause: error });
   }
   if (error instanceof TypeError && /database connection is not open/.test(message)) {
