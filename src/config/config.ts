@@ -2,7 +2,8 @@
  * @module config/config
  * The service's configuration: one object, usually the default export of `sluice.config.ts`
  * (or `.mjs` / `.js`), loaded with jiti so TypeScript needs no build step. Secrets may come from
- * the environment instead of the file:
+ * the environment instead of the file (`serve`'s `--db`, `--port` and `--host` override these in
+ * turn; every variable the commands read: docs/operations.md, "Environment variables"):
  *
  * | variable | meaning |
  * |---|---|
@@ -43,10 +44,14 @@ import type { PostgresOptions } from '../store/postgres/connection.js';
 import { portFrom, urlScheme } from './inputs.js';
 
 /**
- * The PostgreSQL store's settings a config file may give: its schema, its pool, and, behind a
- * pooler in transaction mode, `pooler: 'transaction'` with a direct `listenUrl` for wake-ups.
+ * The PostgreSQL store's settings a config file may give: its schema, its pool, behind a pooler
+ * in transaction mode `pooler: 'transaction'` with a direct `listenUrl` for wake-ups, and
+ * `durableCommits: false` to keep a server's `synchronous_commit = off` (docs/operations.md).
  */
-export type PostgresConfig = Pick<PostgresOptions, 'schema' | 'poolSize' | 'pooler' | 'listenUrl'>;
+export type PostgresConfig = Pick<
+  PostgresOptions,
+  'schema' | 'poolSize' | 'pooler' | 'listenUrl' | 'durableCommits'
+>;
 
 export interface SluiceConfig {
   /** The store: a SQLite file path (default `./data/sluice.db`) or a `postgres://` URL. */
@@ -87,6 +92,12 @@ export interface SluiceConfig {
    * drill uses it to prove that a broken key function is caught or contained.
    */
   effectKey?: EffectKeyFn;
+  /**
+   * Derives every effect key from this too: for stores whose effects reach one provider account
+   * (staging and production on one account). Set it before the first effect and never change it
+   * (docs/effect-protocol.md). Default none.
+   */
+  effectKeyNamespace?: string;
   worker?: WorkerOptions;
   /** How long a stopping process lets running attempts finish before releasing them. Default 10 s. */
   shutdownGraceMs?: number;
@@ -145,6 +156,12 @@ export async function loadConfig(path?: string, cwd = process.cwd()): Promise<Sl
         `${file}: unknown config ${wrong.length === 1 ? 'key' : 'keys'} ${wrong.map((k) => `${section}.${k}`).join(', ')} (known in ${section}: ${[...known].join(', ')})`,
       );
   }
+  // The store reads only `false` as false: `'false'` or `0` would keep durable commits without a word.
+  const durable = (config as SluiceConfig).postgres?.durableCommits;
+  if (durable !== undefined && typeof durable !== 'boolean')
+    throw new InvalidArgument(
+      `${file}: postgres.durableCommits must be true or false, not ${JSON.stringify(durable) ?? typeof durable}`,
+    );
   return withPathsFrom(dirname(file), config as SluiceConfig);
 }
 
@@ -175,7 +192,13 @@ const keysOf = <T>(keys: Record<keyof T, true>): Set<string> => new Set(Object.k
 /** The keys of the config's sections whose keys are fixed, checked when a file is loaded. */
 const SECTION_KEYS: Record<string, Set<string>> = {
   sqlite: keysOf<NonNullable<SluiceConfig['sqlite']>>({ synchronous: true }),
-  postgres: keysOf<PostgresConfig>({ schema: true, poolSize: true, pooler: true, listenUrl: true }),
+  postgres: keysOf<PostgresConfig>({
+    schema: true,
+    poolSize: true,
+    pooler: true,
+    listenUrl: true,
+    durableCommits: true,
+  }),
   http: keysOf<NonNullable<SluiceConfig['http']>>({
     host: true,
     port: true,
@@ -243,6 +266,7 @@ const CONFIG_KEYS = new Set<string>([
   'retryBudget',
   'retention',
   'maxLeaseExpiries',
+  'effectKeyNamespace',
   'effectKey',
   'worker',
   'shutdownGraceMs',

@@ -8,6 +8,9 @@
  * Kinds: the submit body's `input` becomes a `oneOf` over kinds (discriminated by `kind`), each
  * with the kind's input schema from its validator's Standard JSON Schema interface (zod 4,
  * among others). A validator without one documents `input` as `{}` with a description.
+ *
+ * What the server answers before any route runs is documented too: every 401's `WWW-Authenticate`
+ * challenge, and the 405 (with `Allow`) a listed path answers to a method it does not take.
  */
 import { readFileSync } from 'node:fs';
 import { STATUS_CODES } from 'node:http';
@@ -25,7 +28,6 @@ export interface RouteRecord {
   config: FastifyContextConfig;
 }
 
-/** Registers an `onRoute` hook that records every route; call before any route is added. */
 /** The methods the routes take at a concrete path, for a 405's `Allow` (empty: no such path). */
 export function methodsAt(routes: readonly RouteRecord[], path: string): string[] {
   const methods = new Set<string>();
@@ -39,6 +41,7 @@ export function methodsAt(routes: readonly RouteRecord[], path: string): string[
   return [...methods].sort();
 }
 
+/** Registers an `onRoute` hook that records every route; call before any route is added. */
 export function recordRoutes(app: {
   addHook(name: 'onRoute', hook: (route: RouteOptions) => void): unknown;
 }) {
@@ -122,6 +125,7 @@ const STORE_PROBLEMS = [
   'store-serialization',
   'store-statement-timeout',
   'store-unique-violation',
+  'store-not-migrated',
   'store-unknown',
 ];
 
@@ -155,6 +159,35 @@ function commonProblems(route: RouteRecord): string[] {
   return codes;
 }
 
+/** The challenge of a 401: without a key, with a malformed one, or with one not known. */
+const CHALLENGE: JsonSchema = {
+  description:
+    'The Bearer challenge: `Bearer realm="sluice"` without a key, with `error="invalid_request"` ' +
+    'for a malformed `Authorization` header (or several), `error="invalid_token"` for a key not known.',
+  required: true,
+  schema: { type: 'string', pattern: '^Bearer realm="sluice"(, error="(invalid_request|invalid_token)")?$' },
+};
+
+/**
+ * The answer to a method a documented path does not take (server.ts's not-found handler, with
+ * `methodsAt`). It answers no documented operation, so it cannot sit under one: it is a reusable
+ * response, and its `Allow` follows from the path's operations.
+ */
+const METHOD_NOT_ALLOWED: JsonSchema = {
+  description:
+    'Method Not Allowed: the path exists, but not with this method. Problem types: `method-not-allowed`.',
+  headers: {
+    Allow: {
+      description:
+        "The methods the path takes, comma-separated in alphabetical order: its operations' methods, and " +
+        '`HEAD` where it takes `GET`.',
+      required: true,
+      schema: { type: 'string' },
+    },
+  },
+  content: { [PROBLEM_CONTENT_TYPE]: { schema: { $ref: '#/components/schemas/Problem' } } },
+};
+
 function problemResponses(codes: string[]): Record<string, JsonSchema> {
   const byStatus = new Map<number, string[]>();
   for (const code of new Set(codes)) {
@@ -170,6 +203,8 @@ function problemResponses(codes: string[]): Record<string, JsonSchema> {
         description: 'Seconds to wait before retrying.',
         schema: { type: 'integer' },
       };
+    // RFC 9110 §11.6.1 and RFC 6750 §3: every 401 carries the Bearer challenge (auth.ts, server.ts).
+    if (status === 401) headers['WWW-Authenticate'] = CHALLENGE;
     // RFC 9110 §15.5.16: a body refused for its content coding names the codings accepted.
     if (status === 415)
       headers['Accept-Encoding'] = {
@@ -297,7 +332,9 @@ export function openApiDocument(options: OpenApiOptions): JsonSchema {
         `\`type\` is \`${problemType('<code>')}\`. Idempotency keys: an operation's key answers with that ` +
         'operation for as long as it is retained (default 7 days after it ends); then a tombstone (default 30 ' +
         'days) refuses the key with `operation-expired` rather than running it again. A `/v1/` route ' +
-        'refuses a query parameter it does not list (`400 invalid-argument`). See docs/http-api.md.',
+        'refuses a query parameter it does not list (`400 invalid-argument`). Any other method at a listed ' +
+        "path answers `405 method-not-allowed` with an `Allow` header naming the path's methods " +
+        '(`components.responses.MethodNotAllowed`). See docs/http-api.md.',
     },
     tags: [
       { name: 'operations', description: "A tenant's operations." },
@@ -308,6 +345,7 @@ export function openApiDocument(options: OpenApiOptions): JsonSchema {
     paths,
     components: {
       schemas: components,
+      responses: { MethodNotAllowed: METHOD_NOT_ALLOWED },
       securitySchemes: {
         apiKey: {
           type: 'http',

@@ -98,6 +98,7 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
     retention: config.retention,
     maxLeaseExpiries: config.maxLeaseExpiries,
     effectKey: config.effectKey,
+    effectKeyNamespace: config.effectKeyNamespace,
   });
   if ((config.migrate ?? 'auto') === 'auto') await sluice.migrate();
   else {

@@ -224,4 +224,73 @@ describe('GET /openapi.json', () => {
       }
     }
   });
+
+  it('documents the 405 a known path answers to another method, and the Allow it sends', async () => {
+    r = await rig();
+    const doc = (await r.call('GET', '/openapi.json', { key: null })).json;
+    const generic = doc.components.responses.MethodNotAllowed;
+    expect(generic.description).toMatch(/`method-not-allowed`/);
+    expect(PROBLEMS['method-not-allowed']?.status).toBe(405);
+    expect(generic.headers.Allow).toMatchObject({ required: true, schema: { type: 'string' } });
+    expect(Object.keys(generic.content)).toEqual(['application/problem+json']);
+    expect(generic.headers.Allow.description).toMatch(
+      /its operations' methods, and `HEAD` where it takes `GET`/,
+    );
+    const items = Object.entries(doc.paths as Record<string, Record<string, unknown>>);
+    expect(items.length).toBeGreaterThanOrEqual(9);
+    for (const [path, item] of items) {
+      // What Allow must name, as the document says: the path's methods, and HEAD wherever GET is.
+      const methods = Object.keys(item).map((m) => m.toUpperCase());
+      if (methods.includes('GET')) methods.push('HEAD');
+      // No route takes DELETE: at every documented path it is a wrong method.
+      expect(methods).not.toContain('DELETE');
+      const res = await r.call('DELETE', path.replace(/\{[^}]+\}/g, 'o1'), { key: KEYS.north });
+      expect([path, res.status, res.json.code, res.headers.get('allow')]).toEqual([
+        path,
+        405,
+        'method-not-allowed',
+        methods.sort().join(', '),
+      ]);
+      expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    }
+  });
+
+  it("documents the Bearer challenge of every 401, and the server's challenges match it", async () => {
+    r = await rig();
+    const doc = (await r.call('GET', '/openapi.json', { key: null })).json;
+    const challenges = new Set<string>();
+    for (const [path, item] of Object.entries(
+      doc.paths as Record<string, Record<string, { responses: Record<string, { headers?: object }> }>>,
+    )) {
+      for (const [method, op] of Object.entries(item)) {
+        if (!op.responses['401']) continue;
+        const header = (op.responses['401'].headers as Record<string, { schema: { pattern: string } }>)?.[
+          'WWW-Authenticate'
+        ];
+        expect([path, method, header]).toEqual([path, method, expect.objectContaining({ required: true })]);
+        challenges.add(header!.schema.pattern);
+      }
+    }
+    // One challenge, the same on every route that takes a key.
+    expect(challenges.size).toBe(1);
+    const pattern = new RegExp([...challenges][0]!);
+    const seen = new Set<string>();
+    for (const authorization of [null, 'Bearer', 'Basic YTpi', 'Bearer not-a-known-key']) {
+      const res = await r.call('GET', '/v1/operations/o1', {
+        key: null,
+        headers: authorization === null ? {} : { authorization },
+      });
+      const challenge = res.headers.get('www-authenticate') ?? '';
+      expect([authorization, res.status, challenge]).toEqual([
+        authorization,
+        401,
+        expect.stringMatching(pattern),
+      ]);
+      seen.add(challenge);
+    }
+    // Without a key, malformed, unknown: the three challenges the server sends, each documented.
+    expect(seen.size).toBe(3);
+    // The pattern is not a rubber stamp.
+    expect(pattern.test('Basic realm="sluice"')).toBe(false);
+  });
 });

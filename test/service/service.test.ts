@@ -9,7 +9,14 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { withEnvironment } from '../../src/config/config.js';
-import { Ambiguous, isInvalidArgument, loadConfig, type OperationContext } from '../../src/index.js';
+import { namespacedEffectKey } from '../../src/effects/effect-key.js';
+import {
+  Ambiguous,
+  deriveEffectKey,
+  isInvalidArgument,
+  loadConfig,
+  type OperationContext,
+} from '../../src/index.js';
 import { type Service, startService } from '../../src/service/index.js';
 import { silent } from '../helpers/engine.js';
 import { Gate } from '../helpers/gate.js';
@@ -43,7 +50,7 @@ describe('configuration', () => {
         [
           "postgres: { pooller: 'transaction' }",
           'postgres.pooller',
-          /known in postgres: schema, poolSize, pooler, listenUrl/,
+          /known in postgres: schema, poolSize, pooler, listenUrl, durableCommits\)$/,
         ],
         ['http: { port: 1, metricAuth: "admin" }', 'http.metricAuth', /known in http: host, port/],
         ['worker: { slot: { default: 1 } }', 'worker.slot', /known in worker: slots, defaultSlots/],
@@ -166,19 +173,42 @@ describe('configuration', () => {
       {
         SLUICE_DB: 'postgres://x/y',
         PORT: '9000',
+        HOST: '0.0.0.0',
         SLUICE_TENANT_KEYS: 'north:b,south:c',
         SLUICE_ADMIN_KEYS: 'z',
       },
     );
-    expect([out.db, out.http?.port, out.auth]).toEqual([
+    expect([out.db, out.http?.port, out.http?.host, out.auth]).toEqual([
       'postgres://x/y',
       9000,
+      '0.0.0.0',
       { tenants: { north: ['a', 'b'], south: ['c'] }, admin: ['z'] },
     ]);
+    // The variables beat the config's http section.
+    const http = withEnvironment({ http: { port: 1, host: '::1' } }, { PORT: '2', HOST: 'localhost' }).http;
+    expect([http?.port, http?.host]).toEqual([2, 'localhost']);
     expect(() => withEnvironment({}, { SLUICE_TENANT_KEYS: 'no-colon' })).toThrow(/tenant:key/);
     // An empty PORT is unset, as shells mean it; a blank one is a mistake.
     expect(withEnvironment({ http: { port: 1 } }, { PORT: '' }).http?.port).toBe(1);
     expect(() => withEnvironment({}, { PORT: ' ' })).toThrow(/PORT must be a port number/);
+  });
+
+  it('serve --help states that each flag beats its variable, which beats the config', () => {
+    const help = spawnSync(process.execPath, [join(ROOT, 'dist/cli/main.js'), 'serve', '--help'], {
+      encoding: 'utf8',
+    });
+    // Commander wraps long lines to the terminal's width.
+    const text = help.stdout.replace(/\s+/g, ' ');
+    expect([help.status, text]).toEqual([
+      0,
+      expect.stringContaining('--port <port> API port (default: $PORT, '),
+    ]);
+    for (const line of [
+      "--db <sqlite-path|postgres-url> the store (default: $SLUICE_DB, else the config's db, else ./data/sluice.db)",
+      "--port <port> API port (default: $PORT, else the config's http.port, else 8080)",
+      "--host <host> API address (default: $HOST, else the config's http.host, else 127.0.0.1)",
+    ])
+      expect(text).toContain(line);
   });
 });
 
@@ -265,6 +295,28 @@ describe('roles', () => {
     const op = await api.sluice.get({ tenant: 'north', id: 'w1' });
     expect([op?.state, op?.attempt]).toEqual(['queued', 0]);
     await api.stop({ graceMs: 100 });
+  });
+
+  it("derives effect keys in the config's effectKeyNamespace", async () => {
+    dir = mkdtempSync(join(tmpdir(), 'sluice-ns-'));
+    const svc = await startService(
+      {
+        effectKeyNamespace: 'staging',
+        kinds: {
+          pay: {
+            input: z.object({}),
+            run: (_input, ctx) => ctx.effect('charge', { call: async ({ key }) => key }),
+          },
+        },
+        worker: { tempRoot: join(dir, 'tmp') },
+      },
+      { db: join(dir, 'sluice.db'), port: 0, logger: silent },
+    );
+    services.push(svc);
+    await svc.sluice.submit({ tenant: 'north', id: 'p1', kind: 'pay', input: {} });
+    const done = await svc.sluice.wait({ tenant: 'north', id: 'p1' }, { timeoutMs: 10_000 });
+    expect(done.result).toBe(namespacedEffectKey('staging')('north', 'p1', 'charge'));
+    expect(done.result).not.toBe(deriveEffectKey('north', 'p1', 'charge'));
   });
 
   it('a worker-only process without kinds is refused at start, not reported running and gone', async () => {

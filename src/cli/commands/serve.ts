@@ -18,9 +18,13 @@ export function serveCommand(program: Command): void {
       '--config <file>',
       'sluice.config.ts / .mjs / .js (default: the first found in the current folder)',
     )
-    .option('--db <sqlite-path|postgres-url>', 'the store (overrides the config and $SLUICE_DB)')
-    .option('--port <port>', 'API port (default: config, $PORT, else 8080)')
-    .option('--host <host>', 'API address (default 127.0.0.1)')
+    // Each flag beats its variable, which beats the config (config.ts's withEnvironment).
+    .option(
+      '--db <sqlite-path|postgres-url>',
+      "the store (default: $SLUICE_DB, else the config's db, else ./data/sluice.db)",
+    )
+    .option('--port <port>', "API port (default: $PORT, else the config's http.port, else 8080)")
+    .option('--host <host>', "API address (default: $HOST, else the config's http.host, else 127.0.0.1)")
     .option('--role <role>', 'api, worker or all', 'all')
     .action(async (opts: { config?: string; db?: string; port?: string; host?: string; role: string }) => {
       if (!['api', 'worker', 'all'].includes(opts.role))

@@ -135,7 +135,8 @@ async function checkPooledSession(ctx: PgContext, query: Query): Promise<void> {
   if (ctx.durableCommits && session.sync === 'off')
     throw new InvalidArgument(
       "behind a transaction pooler the store's sessions start with synchronous_commit = off, which can lose " +
-        "commits it was told of: ALTER ROLE … SET synchronous_commit = 'local' (or on), or durableCommits: false",
+        "commits it was told of: ALTER ROLE … SET synchronous_commit = 'local' (or on), or durableCommits: false " +
+        "(postgresStore's option; postgres.durableCommits in the service's config)",
     );
 }
 
