@@ -13,7 +13,7 @@
  * | effect key conflict at the provider         | dead                                             |
  * | a budget exhausted (provider set to `wait`) | deferred to the window's reset, attempt not used |
  * | `Permanent`, invalid input, over a per-operation limit (temp bytes, calls) | failed              |
- * | Sluice's refusal of a call the handler made (invalid argument, key reused)  | failed              |
+ * | Sluice's refusal of a call the handler made (invalid argument, key reused)  | dead, at once       |
  * | `Retryable`, `Ambiguous`, timeout, other    | retry after full-jitter back-off, or dead when   |
  * |                                             | attempts are exhausted / failed when the back-off |
  * |                                             | would pass the deadline                           |
@@ -65,14 +65,9 @@ export interface FailureFacts {
   deadlineInMs: number | null;
 }
 
-/**
- * Whether a failure may be retried, and how it is labelled in the attempt history. Sluice's own
- * refusals of a call the handler made wrongly (a bad argument, a child's idempotency key reused
- * with another input or already purged) are permanent: the same code makes the same call again.
- */
+/** Whether a failure may be retried, and how it is labelled in the attempt history. */
 export function failureClass(error: unknown): 'permanent' | 'retryable' | 'ambiguous' {
   if (isPermanent(error) || isInputInvalid(error)) return 'permanent';
-  if (isInvalidArgument(error) || isOperationConflict(error) || isOperationExpired(error)) return 'permanent';
   if (isAmbiguous(error)) return 'ambiguous';
   return 'retryable';
 }
@@ -100,6 +95,11 @@ export function classifyFailure(f: FailureFacts, random: () => number = Math.ran
     return { outcome: 'needs_reconciliation', error: toErrorRecord(f.error, 'ambiguous') };
   }
   if (isEffectConflict(f.error)) return { outcome: 'dead', error: toErrorRecord(f.error, 'permanent') };
+  // Sluice's refusal of a call the handler made wrongly (a bad argument, a child's idempotency key
+  // reused with another input or already purged) is a bug: the same code makes the same call
+  // again, so retrying only spends the attempts. Dead at once, for a fix and a redrive.
+  if (isInvalidArgument(f.error) || isOperationConflict(f.error) || isOperationExpired(f.error))
+    return { outcome: 'dead', error: toErrorRecord(f.error, 'permanent') };
   // A provider set to `fail` turns the refusal into a Permanent that keeps the code: it fails.
   const budget =
     isBudgetExhausted(f.error) && !isPermanent(f.error) ? (f.error as BudgetExhausted) : undefined;

@@ -64,8 +64,8 @@ describe('spend budgets', () => {
         }),
     });
     h.worker().start();
-    // A handler's bug, as an effect name out of range is: its attempts end, and it waits dead for
-    // a fixed deploy and a redrive.
+    // A handler's bug, as an effect name out of range is: dead at once (retried, the same code
+    // would make the same call), waiting for a fixed deploy and a redrive.
     const cases: Array<[string, number, string]> = [
       ['payments', -1, 'dead'],
       ['unbudgeted', -1, 'dead'],
@@ -74,9 +74,7 @@ describe('spend budgets', () => {
       ['constructor', 5, 'succeeded'], // not a budget: a name Object.prototype has
       ['unbudgeted', Number.MAX_SAFE_INTEGER, 'succeeded'],
     ];
-    const lastError = (op: { error: { details?: unknown } | null }) =>
-      (op.error?.details as { lastError?: { code: string } } | undefined)?.lastError?.code;
-    const ends: Array<[string, number, string, string | undefined]> = [];
+    const ends: Array<[string, number, string, string | undefined, number]> = [];
     for (const [i, [name, cost]] of cases.entries()) {
       await h.sluice.submit({
         tenant: 'North',
@@ -85,7 +83,7 @@ describe('spend budgets', () => {
         input: { provider: name, cost },
       });
       const done = await h.sluice.wait({ tenant: 'North', id: `c${i}` });
-      ends.push([name, cost, done.state, lastError(done)]);
+      ends.push([name, cost, done.state, done.error?.code, done.attempt]);
     }
     expect(ends).toEqual(
       cases.map(([name, cost, state]) => [
@@ -93,6 +91,7 @@ describe('spend budgets', () => {
         cost,
         state,
         state === 'dead' ? 'invalid-argument' : undefined,
+        1,
       ]),
     );
     // Only the two in range were sent.

@@ -65,6 +65,13 @@ export interface Rig {
 /** The provider idempotency key of an operation's `charge` effect, as every worker derives it. */
 export const chargeKey = (tenant: string, id: string) => deriveEffectKey(tenant, id, 'charge');
 
+/**
+ * The name a rig's worker was given, from the owner its leases and attempts record: the worker
+ * adds a nonce of its own (`A/3fa2c1`), so that workers given one name never share leases.
+ */
+export const workerOf = (owner: string | null | undefined): string | null | undefined =>
+  owner?.replace(/\/[0-9a-f]{6}$/, '');
+
 export async function processRig(
   options: {
     provider?: ProviderServerOptions;

@@ -24,7 +24,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { isTerminal, type Operation } from '../../src/index.js';
 import type { Store } from '../../src/store/store.js';
 import type { OperationRow } from '../../src/store/types.js';
-import { chargeKey, processRig, type Rig } from '../helpers/process-rig.js';
+import { chargeKey, processRig, type Rig, workerOf } from '../helpers/process-rig.js';
 import type { WorkerConfig, WorkerProcess } from '../helpers/worker-process.js';
 
 const WORKERS = 3;
@@ -101,7 +101,7 @@ function runningSampler(store: Store, deadOwners: () => ReadonlySet<string>) {
       inc(byClass, r.class);
     }
     const dead = deadOwners();
-    const withDead = [...owners].some((o) => dead.has(o));
+    const withDead = [...owners].some((o) => dead.has(workerOf(o) ?? o));
     if (withDead) samplesWithDeadLeases++;
     maxOwners = Math.max(maxOwners, owners.size);
     for (const [key, n] of byTenant) {

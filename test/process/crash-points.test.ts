@@ -15,7 +15,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Operation } from '../../src/index.js';
 import type { CRASH_POINTS } from '../../src/testing/index.js';
-import { chargeKey, processRig, type Rig } from '../helpers/process-rig.js';
+import { chargeKey, processRig, type Rig, workerOf } from '../helpers/process-rig.js';
 
 const ref = { tenant: 'North', id: 'O7' };
 const O7 = { invoice: 7, amount_cents: 5000 };
@@ -56,7 +56,7 @@ describe('crash points C0–C4 with a real SIGKILL of the worker process', () =>
     expect(op.state).toBe('succeeded');
     expect(op.result).toEqual({ charge: ledger[0]!.id });
     expect(op.effects?.map((e) => [e.state, e.reference])).toEqual([['committed', ledger[0]!.id]]);
-    expect(op.attempts?.map((a) => [a.worker, a.outcome])).toEqual([
+    expect(op.attempts?.map((a) => [workerOf(a.worker), a.outcome])).toEqual([
       ['A', 'lease-expired'],
       ['B', 'succeeded'],
     ]);
@@ -65,7 +65,7 @@ describe('crash points C0–C4 with a real SIGKILL of the worker process', () =>
   it('C0, before pending: nothing journaled, nothing sent; B charges once', async () => {
     const atDeath = await killAt('C0');
     expect(atDeath.state).toBe('running');
-    expect(atDeath.lease?.worker).toBe('A');
+    expect(workerOf(atDeath.lease?.worker)).toBe('A');
     expect(atDeath.effects).toEqual([]);
     expect(rig.provider.stub.calls).toBe(0);
 
@@ -117,7 +117,7 @@ describe('crash points C0–C4 with a real SIGKILL of the worker process', () =>
   it('C4, after completion, before anyone hears: the result is durable; nothing is redelivered', async () => {
     const atDeath = await killAt('C4');
     expect(atDeath.state).toBe('succeeded');
-    expect(atDeath.attempts?.map((a) => [a.worker, a.outcome])).toEqual([['A', 'succeeded']]);
+    expect(atDeath.attempts?.map((a) => [workerOf(a.worker), a.outcome])).toEqual([['A', 'succeeded']]);
     const ledger = rig.provider.stub.ledger();
     expect(ledger).toHaveLength(1);
     expect(atDeath.result).toEqual({ charge: ledger[0]!.id });

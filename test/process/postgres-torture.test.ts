@@ -32,7 +32,7 @@ import type pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CRASH_POINTS } from '../../src/testing/index.js';
 import { type ExpectedCharge, expectChargedOnce } from '../helpers/charged-once.js';
-import { processRig, type Rig } from '../helpers/process-rig.js';
+import { processRig, type Rig, workerOf } from '../helpers/process-rig.js';
 import { chaos } from '../helpers/seeded.js';
 import type { WorkerProcess } from '../helpers/worker-process.js';
 
@@ -379,7 +379,7 @@ describe(`PostgreSQL torture: random SIGKILLs of ${WORKERS} worker processes und
       const reportViolations: string[] = [];
       for (const [key, by] of successReportedBy) {
         const owner = attemptsByOp.get(key)?.find((a) => a.outcome === 'succeeded')?.owner;
-        if (by.length !== 1 || by[0] !== owner)
+        if (by.length !== 1 || by[0] !== workerOf(owner))
           reportViolations.push(`${key}: success accepted for ${by.join(',')}, recorded for ${owner}`);
       }
       expect(reportViolations).toEqual([]);

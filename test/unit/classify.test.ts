@@ -80,10 +80,10 @@ describe('classifying the end of an attempt', () => {
     expect(end({ error: new Retryable('503') })).toBe('retry');
     expect(end({ error: new Ambiguous('reset') })).toBe('retry');
     expect(end({ error: new TypeError('bug') })).toBe('retry');
-    // Sluice's refusals of a call the handler made: the same code makes the same call again.
-    expect(end({ error: new InvalidArgument('effect name "" must match …') })).toBe('failed');
-    expect(end({ error: new OperationConflict('North', 'child-1') })).toBe('failed');
-    expect(end({ error: new OperationExpired('North', 'child-1') })).toBe('failed');
+    // Sluice's refusals of a call the handler made: a bug, dead at once for a fix and a redrive.
+    expect(end({ error: new InvalidArgument('effect name "" must match …') })).toBe('dead');
+    expect(end({ error: new OperationConflict('North', 'child-1') })).toBe('dead');
+    expect(end({ error: new OperationExpired('North', 'child-1') })).toBe('dead');
     // Its refusals that pass: a store outage, a full queue.
     expect(end({ error: new StoreError('unavailable', 'gone') })).toBe('retry');
     expect(end({ error: new CapacityExceeded('class-queue-full', 1000, 'full') })).toBe('retry');
