@@ -154,6 +154,7 @@ export interface CancelResult {
 }
 
 export type Include = 'attempts' | 'effects' | 'events';
+const INCLUDES: readonly Include[] = ['attempts', 'effects', 'events'];
 
 /**
  * What one page of a listing carries at most, about: its operations' inputs, results and errors
@@ -454,6 +455,10 @@ export class Sluice {
     ref: { tenant: string; id: string },
     options: { include?: Include[] } = {},
   ): Promise<Operation | undefined> {
+    // A misspelt part (`'attempt'`) would come back without a word, as though it were empty.
+    for (const part of options.include ?? [])
+      if (!INCLUDES.includes(part))
+        throw new InvalidArgument(`include takes ${INCLUDES.join(', ')}, not ${JSON.stringify(part)}`);
     const row = await this.store.operationGet(ref);
     if (!row) return undefined;
     const inc = new Set(options.include ?? []);
@@ -523,6 +528,8 @@ export class Sluice {
    * operation reports its own result. Undoing a committed effect is a separate operation.
    */
   async cancel(ref: { tenant: string; id: string }, options: { by?: string } = {}): Promise<CancelResult> {
+    // Kept in the history, as a redrive's is: bounded alike.
+    if (options.by !== undefined) assertRecordedText('by', options.by, 200);
     const out = await this.store.operationCancel({ ...ref, by: options.by });
     if (!out) throw new OperationNotFound(ref.tenant, ref.id);
     if (out.outcome === 'requested') {
@@ -851,12 +858,13 @@ function assertReconcileEffect(effect: unknown): asserts effect is ReconcileEffe
  * So is a lone surrogate, which is not Unicode text: each store would keep another replacement.
  */
 function assertRecorded(who: { by: unknown; reason: unknown }): void {
-  const text = (name: string, value: unknown, max: number) => {
-    if (typeof value !== 'string' || value.trim() === '' || value.length > max || !isStoredText(value))
-      throw new InvalidArgument(
-        `${name} must be 1–${max} characters, not all blank, without NUL or a lone surrogate`,
-      );
-  };
-  text('by', who.by, 200);
-  text('reason', who.reason, 2000);
+  assertRecordedText('by', who.by, 200);
+  assertRecordedText('reason', who.reason, 2000);
+}
+
+function assertRecordedText(name: string, value: unknown, max: number): void {
+  if (typeof value !== 'string' || value.trim() === '' || value.length > max || !isStoredText(value))
+    throw new InvalidArgument(
+      `${name} must be 1–${max} characters, not all blank, without NUL or a lone surrogate`,
+    );
 }

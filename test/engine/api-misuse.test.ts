@@ -158,6 +158,31 @@ describe('sluice.define', () => {
   });
 });
 
+describe('reads and cancels: what they would have ignored', () => {
+  let h: Harness | undefined;
+  afterEach(async () => h?.close());
+
+  it("get refuses an include it does not know; cancel a blank or over-long 'by'", async () => {
+    h = await harness();
+    h.sluice.define('job', { input: z.object({}), run: () => 'done' });
+    await h.sluice.submit({ ...ref('g1'), kind: 'job', input: {} });
+    const typo = await h.sluice
+      .get(ref('g1'), { include: ['attempt' as 'attempts'] })
+      .catch((e: unknown) => e);
+    expect(typo).toMatchObject({ code: 'invalid-argument', message: expect.stringMatching(/"attempt"/) });
+    expect((await h.sluice.get(ref('g1'), { include: ['attempts', 'effects', 'events'] }))?.attempts).toEqual(
+      [],
+    );
+    for (const by of ['', '   ', 'x'.repeat(201), 'nul\u0000'])
+      expect(
+        await h.sluice.cancel(ref('g1'), { by }).catch((e: unknown) => (e as { code: string }).code),
+      ).toBe('invalid-argument');
+    // Refused before the store: the operation is still queued.
+    expect((await h.sluice.get(ref('g1')))?.state).toBe('queued');
+    expect((await h.sluice.cancel(ref('g1'), { by: 'x'.repeat(200) })).cancel).toBe('cancelled');
+  });
+});
+
 describe('effectKeyNamespace', () => {
   let a: Harness | undefined;
   let b: Harness | undefined;
