@@ -327,6 +327,11 @@ describe('the engine and the stores refuse options they do not know', () => {
     // A transaction pooler takes no statementTimeoutMs: left out here, but still a known key.
     await postgresStore({ ...all, statementTimeoutMs: undefined }).close();
     await postgresStore({ ...all, pooler: undefined }).close();
+    // Only false turns durable commits off: a string or a number is refused, not taken as true.
+    for (const wrong of ['false', 0, null])
+      expect(
+        refusal(() => postgresStore({ connectionString: url, durableCommits: wrong as never }))?.message,
+      ).toMatch(/durableCommits must be true or false/);
     await pool.end();
   });
 });

@@ -172,6 +172,11 @@ export function openPostgres(options: PostgresOptions): PgContext {
           max: MAX_TIMER_MS,
           integer: true,
         });
+  // Only `false` turns durable commits off: `'false'` or `0` would keep them without a word.
+  if (options.durableCommits !== undefined && typeof options.durableCommits !== 'boolean')
+    throw new InvalidArgument(
+      `durableCommits must be true or false, not ${JSON.stringify(options.durableCommits) ?? typeof options.durableCommits}`,
+    );
   if (options.pooler !== undefined && options.pooler !== 'transaction')
     throw new InvalidArgument(`pooler is 'transaction' or left out, not ${JSON.stringify(options.pooler)}`);
   const pooled = options.pooler === 'transaction';
