@@ -30,7 +30,12 @@ declare module 'fastify' {
 }
 
 export function principalOf(request: FastifyRequest): Principal {
-  if (!request.principal) throw new ApiError('unauthorized', 'this route needs an API key');
+  // Unreachable while the auth hook guards every route that calls this; if one ever did not,
+  // its 401 still carries the challenge every 401 does (and the OpenAPI document promises).
+  if (!request.principal)
+    throw new ApiError('unauthorized', 'this route needs an API key', {
+      headers: { 'www-authenticate': 'Bearer realm="sluice"' },
+    });
   return request.principal;
 }
 

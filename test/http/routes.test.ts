@@ -4,10 +4,12 @@
  * edges, and the problem mapping (every documented error code has a status and a type).
  */
 import { readFileSync } from 'node:fs';
+import type { FastifyRequest } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { InvalidArgument, StoreError } from '../../src/core/errors/index.js';
 import { PROBLEMS, problemCodes, toProblem } from '../../src/http/problem.js';
+import { principalOf } from '../../src/http/route-config.js';
 import type { Store } from '../../src/index.js';
 import { sqliteStore } from '../../src/index.js';
 import { FakeClock } from '../../src/testing/fake-clock.js';
@@ -406,5 +408,20 @@ describe('the problem mapping', () => {
       detail: 'limit must be 1–500',
     });
     expect(toProblem(new TypeError('boom')).body).toMatchObject({ status: 500, code: 'internal-error' });
+    // Not migrated: a 503 the client may retry, and the database's words left out.
+    const unmigrated = toProblem(new StoreError('not-migrated', 'SQLite: no such table: operations'));
+    expect([unmigrated.status, unmigrated.headers['retry-after']]).toEqual([503, '2']);
+    expect(unmigrated.body.detail).not.toContain('no such table');
+  });
+
+  it('a route that finds no principal answers 401 with the challenge every 401 carries', () => {
+    const refused = (() => {
+      try {
+        principalOf({ principal: null } as FastifyRequest);
+      } catch (error) {
+        return toProblem(error);
+      }
+    })();
+    expect([refused?.status, refused?.headers['www-authenticate']]).toEqual([401, 'Bearer realm="sluice"']);
   });
 });
