@@ -88,15 +88,16 @@ export class AttemptMarks {
    * happen" over a request whose outcome may be unknown.
    */
   async refusal(name: string): Promise<Extract<EffectMarkParams, { state: 'failed' }> | undefined> {
-    for (let i = this.#sent.length - 1; i >= 0; i--) {
-      const s = this.#sent[i]!;
+    // A copy, latest first: another effect's call may drop its own marks while this one waits.
+    for (const s of [...this.#sent].reverse()) {
       if (s.params.name !== name || s.params.state === 'committed') continue;
       if (s.params.state === 'failed') return s.params;
       const landed = await s.written.then(
         () => true,
         () => false,
       );
-      if (!landed) this.#sent.splice(this.#sent.indexOf(s), 1);
+      const at = this.#sent.indexOf(s);
+      if (!landed && at >= 0) this.#sent.splice(at, 1);
     }
     return undefined;
   }

@@ -134,3 +134,32 @@ describe('an attempt’s marks', () => {
     expect(kept(sent[0]!)).toEqual([['charge', '{"id":"ch_1","amount":5}']]);
   });
 });
+
+describe('refusal(): the refusals an attempt is still writing', () => {
+  it('drops the absent marks of two effects asked again at once when their batch fails again', async () => {
+    // Two 503s whose first writes failed, queued again on one batch; the handler asks both effects
+    // again side by side; that batch fails too.
+    const { j } = journal(() => Promise.reject(new Error('the store went away')));
+    const marks = new AttemptMarks(j, lease);
+    marks.add({ lease, name: 'Y', state: 'absent' });
+    marks.add({ lease, name: 'Z', state: 'absent' });
+    expect(await Promise.all([marks.refusal('Y'), marks.refusal('Z')])).toEqual([undefined, undefined]);
+    // Dropped, neither rides with the end: the effects stay pending and are sent under their keys.
+    expect(await marks.forEnd(true)).toEqual([]);
+  });
+
+  it('answers with a failed refusal, which still rides with the end', async () => {
+    const { j } = journal(() => Promise.reject(new Error('the store went away')));
+    const marks = new AttemptMarks(j, lease);
+    const declined = {
+      lease,
+      name: 'charge',
+      state: 'failed' as const,
+      error: { code: 'card-declined', message: 'declined', outcome: 'permanent' as const },
+    };
+    marks.add(declined);
+    expect(await marks.refusal('charge')).toBe(declined);
+    expect(await marks.refusal('other')).toBeUndefined();
+    expect(await marks.forEnd(true)).toEqual([declined]);
+  });
+});
