@@ -71,8 +71,8 @@ export interface SluiceOptions {
    * Derives every effect key from this too (1–200 printable characters): for stores whose
    * effects reach one provider account (staging and production on one account, two
    * applications), which would otherwise derive one key for two operations of one tenant and
-   * id. Set it before the first effect and never change it: an effect pending under the old
-   * key would be sent again under a new one. Default none (keys as they always were).
+   * id. An effect keeps the key its journal row was written with: a namespace set or changed
+   * later applies to effects not begun yet. Default none (keys as they always were).
    */
   effectKeyNamespace?: string;
   /** Source of randomness for back-off jitter (tests). */

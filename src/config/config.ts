@@ -94,7 +94,7 @@ export interface SluiceConfig {
   effectKey?: EffectKeyFn;
   /**
    * Derives every effect key from this too: for stores whose effects reach one provider account
-   * (staging and production on one account). Set it before the first effect and never change it
+   * (staging and production on one account); effects already begun keep their key
    * (docs/effect-protocol.md). Default none.
    */
   effectKeyNamespace?: string;

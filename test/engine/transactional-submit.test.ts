@@ -3,6 +3,7 @@
  * transaction (on its own connection to the same file) commits — the outbox pattern with no
  * outbox. The PostgreSQL form is tested in test/store/postgres-engine.test.ts.
  */
+import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -56,6 +57,29 @@ describe('transactional submit (SQLite)', () => {
       (await h.sluice.submit({ tenant: 'North', id: 'mail-8', kind: 'invoice-email', input: { invoice: 8 } }))
         .created,
     ).toBe(true);
+  });
+
+  it('refuses, as a wrong argument, a handle on another database file', async () => {
+    await setup();
+    // The application's own database, not the store's: no retry or migrate makes it right.
+    const other = new Database(join(h.dir, 'app.db'));
+    try {
+      other.exec('BEGIN IMMEDIATE');
+      const error = await h.sluice
+        .submit(
+          { tenant: 'North', id: 'mail-10', kind: 'invoice-email', input: { invoice: 10 } },
+          { tx: other },
+        )
+        .catch((e) => e);
+      expect([isInvalidArgument(error), error.message]).toEqual([
+        true,
+        expect.stringMatching(/^tx: the handle/),
+      ]);
+      other.exec('ROLLBACK');
+    } finally {
+      other.close();
+    }
+    expect(await h.sluice.get({ tenant: 'North', id: 'mail-10' })).toBeUndefined();
   });
 
   it('refuses a handle that is not inside a transaction', async () => {

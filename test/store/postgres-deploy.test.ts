@@ -171,6 +171,32 @@ describe('server settings', () => {
     expect(String((refused as Error).message)).toMatch(/read-only/);
   });
 
+  it('names a migration that fails, rather than calling the store not migrated', async () => {
+    const schema = db.freshSchema();
+    await db.store({ schema }).migrate();
+    // A schema damaged by hand: a table the last migration's SQL function reads is gone, and that
+    // migration is struck off, so the next migrate applies it again and it fails.
+    const c = await db.client();
+    try {
+      await c.query(`DROP TABLE "${schema}".queues CASCADE`);
+      await c.query(`DROP FUNCTION "${schema}".queue_take_back, "${schema}".queues_forget_made`);
+      await c.query(`DELETE FROM "${schema}".migrations WHERE version = 32`);
+    } finally {
+      await c.end();
+    }
+    const refused = await db
+      .store({ schema })
+      .migrate()
+      .then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+    expect(refused).toMatchObject({ code: 'store-unknown', retryable: false });
+    expect(String((refused as Error).message)).toMatch(
+      /^migration 32 \(refusals_write_nothing\) failed: .*queues/,
+    );
+  });
+
   it('answers writes on a read-only server, and calls to a database not there, as store-unavailable', async () => {
     const schema = db.freshSchema();
     await db.store({ schema }).migrate();

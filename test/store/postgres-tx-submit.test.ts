@@ -11,7 +11,7 @@
  * failed gets the server's refusal, classified as a store error; anything without `query()` is
  * an invalid argument.
  */
-import type pg from 'pg';
+import pg from 'pg';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   isInvalidArgument,
@@ -270,6 +270,24 @@ describe('transactional submit (PostgreSQL, engine level)', () => {
       { class: 'bulk', waiting: 1 },
       { class: 'default', waiting: 2 },
     ]);
+  });
+
+  it("refuses, as a wrong argument, a client of another database than the store's", async () => {
+    const { sluice } = await engine();
+    // The server's `postgres` database: the application's own, say, where no Sluice schema is.
+    const url = new URL(db.url);
+    url.pathname = '/postgres';
+    const other = new pg.Client({ connectionString: url.toString() });
+    await other.connect();
+    clients.push(other);
+    await other.query('BEGIN');
+    const refused = await sluice.submit(request('elsewhere-1', 1), { tx: other }).catch((e) => e);
+    await other.query('ROLLBACK');
+    expect([isInvalidArgument(refused), refused.message]).toEqual([
+      true,
+      expect.stringMatching(/^tx: the connection given does not reach the store's schema/),
+    ]);
+    expect(await sluice.get({ tenant: 'North', id: 'elsewhere-1' })).toBeUndefined();
   });
 
   it('accepts a client outside any transaction: the submit commits on its own at once', async () => {

@@ -145,6 +145,18 @@ describe('the SQLite store on a file it cannot use', () => {
     expect(refused.message).toContain('may not write');
   });
 
+  it('names a migration that fails, rather than calling the store not migrated', async () => {
+    const path = join(folder(), 'sluice.db');
+    const store = sqliteStore({ path });
+    open.push(store);
+    await store.migrate();
+    // A file damaged by hand: the table migration 29 indexes is gone, and 29 is struck off.
+    store.context.db.exec('DROP TABLE budgets; DELETE FROM sluice_migrations WHERE version = 29');
+    const refused = await failure(store.migrate());
+    expect([refused.code, refused.retryable]).toEqual(['store-unknown', false]);
+    expect(refused.message).toMatch(/^migration 29 \(budget_windows_by_tenant\) failed: no such table/);
+  });
+
   it('calls a file that is not a database store-unknown, not worth a retry', async () => {
     const path = join(folder(), 'not.db');
     writeFileSync(

@@ -362,7 +362,15 @@ export function openPostgres(options: PostgresOptions): PgContext {
         try {
           return await q(sql, values);
         } catch (error) {
-          throw classifyPgError(error);
+          const classified = classifyPgError(error);
+          // The caller's connection, not the store's: a schema it cannot find is most often a
+          // client on another database (the application's own), which no migrate or retry fixes.
+          if (isStoreError(classified) && classified.reason === 'not-migrated')
+            throw new InvalidArgument(
+              `tx: the connection given does not reach the store's schema "${schema}": it must be a ` +
+                `client of the store's database, inside a transaction (${classified.message})`,
+            );
+          throw classified;
         }
       };
     },

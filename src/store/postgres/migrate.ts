@@ -12,7 +12,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
-import { InvalidArgument, StoreError } from '../../core/errors/index.js';
+import { InvalidArgument, isStoreError, StoreError } from '../../core/errors/index.js';
 import { loadMigrations, type MigrationStatus, schemaNewerError } from '../migrations.js';
 import type { PgContext, Query } from './connection.js';
 import { classifyPgError } from './errors.js';
@@ -85,7 +85,20 @@ export async function migratePostgres(ctx: PgContext): Promise<void> {
     for (const migration of migrations) {
       if (applied.has(migration.version)) continue;
       await client.query(`SET LOCAL search_path TO ${s}, pg_temp`);
-      await client.query(migration.sql);
+      try {
+        await client.query(migration.sql);
+      } catch (error) {
+        // Named, with what the server said. One that fails is no store awaiting a migration:
+        // `not-migrated` would say to run the very command that failed.
+        const classified = classifyPgError(error);
+        if (!isStoreError(classified)) throw classified;
+        throw new StoreError(
+          classified.reason === 'not-migrated' ? 'unknown' : classified.reason,
+          `migration ${migration.version} (${migration.name}) failed: ${(error as Error).message} ` +
+            `(SQLSTATE ${(error as { code?: string }).code})`,
+          { cause: error },
+        );
+      }
       await client.query(
         `INSERT INTO ${s}.migrations (version, name, applied_at, breaking)
          VALUES ($1, $2, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, $3)`,

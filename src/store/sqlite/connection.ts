@@ -162,6 +162,11 @@ export function borrowSqlite(db: Database.Database, clock: Clock): SqliteContext
         return fn(clock.now());
       } catch (error) {
         const classified = classifySqliteError(error);
+        // The caller's handle, not the store's: tables it cannot find are most often another file.
+        if (isStoreError(classified) && classified.reason === 'not-migrated')
+          throw new InvalidArgument(
+            `tx: the handle given is not on the store's database file, or that file is not migrated (${classified.message})`,
+          );
         if (isStoreError(classified) && classified.reason === 'busy')
           throw new StoreError(
             'serialization',

@@ -6,9 +6,9 @@
  * breaking version is refused before anything is applied (store/migrations.ts).
  */
 import { fileURLToPath } from 'node:url';
-import { StoreError } from '../../core/errors/index.js';
+import { isStoreError, StoreError } from '../../core/errors/index.js';
 import { loadMigrations, type MigrationStatus, schemaNewerError } from '../migrations.js';
-import type { SqliteContext } from './connection.js';
+import { classifySqliteError, type SqliteContext } from './connection.js';
 
 const DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
 
@@ -42,7 +42,19 @@ export function migrateSqlite(ctx: SqliteContext): void {
     ctx.write((now) => {
       const done = ctx.db.prepare('SELECT 1 FROM sluice_migrations WHERE version = ?').get(migration.version);
       if (done) return;
-      ctx.db.exec(migration.sql);
+      try {
+        ctx.db.exec(migration.sql);
+      } catch (error) {
+        // Named, with what SQLite said. One that fails is no store awaiting a migration:
+        // `not-migrated` would say to run the very command that failed.
+        const classified = classifySqliteError(error);
+        if (!isStoreError(classified)) throw classified;
+        throw new StoreError(
+          classified.reason === 'not-migrated' ? 'unknown' : classified.reason,
+          `migration ${migration.version} (${migration.name}) failed: ${(error as Error).message}`,
+          { cause: error },
+        );
+      }
       ctx.db
         .prepare('INSERT INTO sluice_migrations (version, name, applied_at, breaking) VALUES (?, ?, ?, ?)')
         .run(migration.version, migration.name, now, migration.breaking ? 1 : 0);
