@@ -147,4 +147,38 @@ describe('PostgreSQL: a refused submit writes nothing to the queue rows', () => 
     expect(tenants).not.toContain('Fresh2');
     await expectCountersTrue(store);
   });
+
+  it("forgets, at a later purge, a tenant's row a transaction held while its last operation was purged", async () => {
+    const schema = db.freshSchema();
+    const store = db.store({ schema });
+    await store.migrate();
+    const capped = { maxQueued: 1 };
+    // A's only operation, ended; then B fills the class.
+    await submitCreated(store, { tenant: 'A', id: 'a1', limits: capped });
+    const row = await claimOne(store);
+    await store.attemptFinishMany([{ lease: leaseOf(row), outcome: 'succeeded', result: 1 }]);
+    await submitCreated(store, { tenant: 'B', id: 'b1', limits: capped });
+    // A transaction submits for A (refused by the class) and holds A's row while the purge runs.
+    const c = await db.client();
+    try {
+      await c.query('BEGIN');
+      const [refused] = await store.operationSubmitMany(
+        [submitParams({ tenant: 'A', id: 'a2', limits: capped })],
+        {
+          tx: c,
+        },
+      );
+      expect(refused).toMatchObject({ status: 'rejected', reason: 'class-queue-full' });
+      const first = await store.retentionPurge({ retentionMs: 0, tombstoneMs: 86_400_000, limit: 50 });
+      expect([first.purged, first.queuesDeleted]).toEqual([1, 0]);
+      await c.query('COMMIT');
+    } finally {
+      await c.end();
+    }
+    // A has no operation left; the next pass, which purges nothing of A's, forgets its row.
+    const second = await store.retentionPurge({ retentionMs: 0, tombstoneMs: 86_400_000, limit: 50 });
+    expect(second.queuesDeleted).toBe(1);
+    const tenants = ((await table(schema, 'queues')) as Array<{ tenant: string }>).map((q) => q.tenant);
+    expect(tenants).toEqual(['B']);
+  });
 });

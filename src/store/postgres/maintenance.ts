@@ -228,7 +228,17 @@ export function purge(ctx: PgContext, p: PurgeParams): Promise<PurgeResult> {
         ],
       );
     }
-    const queuesDeleted = old.length > 0 ? await forgetQueues(q, [...new Set(old.map((o) => o.tenant))]) : 0;
+    // The purged tenants, and those whose rows an earlier pass found held by another transaction.
+    const left = skippedQueues.get(ctx) ?? new Set<string>();
+    const tenants = new Set([...left, ...old.map((o) => o.tenant)]);
+    let queuesDeleted = 0;
+    if (tenants.size > 0) {
+      const forgot = await forgetQueues(q, [...tenants]);
+      queuesDeleted = forgot.deleted;
+      // Kept to the next pass (bounded): a transaction that held the row may write nothing in the
+      // end (a submit refused, a rollback), and nothing else would ever look at the row again.
+      skippedQueues.set(ctx, new Set(forgot.skipped.slice(0, MAX_SKIPPED_TENANTS)));
+    }
     const deleted = await q<{ n: number }>(
       `WITH d AS (DELETE FROM {s}.tombstones WHERE finished_at < $1 RETURNING 1) SELECT count(*)::integer AS n FROM d`,
       [ms(now - p.tombstoneMs)],
@@ -258,14 +268,22 @@ export function purge(ctx: PgContext, p: PurgeParams): Promise<PurgeResult> {
 }
 
 /**
+ * Per store, the tenants whose empty queue rows a purge pass found held by another transaction:
+ * the next pass looks at them again. Kept in the process only; a row left by a process that stops
+ * meanwhile stays, empty and read by nothing but `tenants usage`.
+ */
+const skippedQueues = new WeakMap<PgContext, Set<string>>();
+const MAX_SKIPPED_TENANTS = 10_000;
+
+/**
  * Deletes the queue rows of those of `tenants` left with no operation at all (store.ts
  * `retentionPurge`). The rows are found through `classes`, by the queues' key, rather than by a
  * scan of every tenant's rows. A row another transaction holds (a submit counting the tenant back
  * in) is skipped, and one it changed is read again as it committed, so a tenant that has just
  * submitted keeps its row.
  */
-async function forgetQueues(q: Query, tenants: string[]): Promise<number> {
-  const rows = await q<{ n: number }>(
+async function forgetQueues(q: Query, tenants: string[]): Promise<{ deleted: number; skipped: string[] }> {
+  const rows = await q<{ n: number; skipped: string[] }>(
     `WITH d AS (DELETE FROM {s}.queues q
                  WHERE (q.class, q.tenant) IN (
                    SELECT x.class, x.tenant FROM {s}.classes c
@@ -273,9 +291,16 @@ async function forgetQueues(q: Query, tenants: string[]): Promise<number> {
                     WHERE x.waiting = 0 AND x.running = 0 AND x.ready_at IS NULL
                       AND NOT EXISTS (SELECT 1 FROM {s}.operations o WHERE o.tenant = x.tenant)
                       FOR UPDATE OF x SKIP LOCKED)
-                RETURNING 1)
-     SELECT count(*)::integer AS n FROM d`,
+                RETURNING q.tenant),
+          -- The rows it would have deleted but for another transaction holding them (this
+          -- statement's snapshot still shows the deleted ones: they are left out by name).
+          rest AS (SELECT DISTINCT x.tenant FROM {s}.classes c
+                     JOIN {s}.queues x ON x.class = c.class AND x.tenant = ANY ($1::text[])
+                    WHERE x.waiting = 0 AND x.running = 0 AND x.ready_at IS NULL
+                      AND NOT EXISTS (SELECT 1 FROM {s}.operations o WHERE o.tenant = x.tenant)
+                      AND x.tenant NOT IN (SELECT d.tenant FROM d))
+     SELECT (SELECT count(*)::integer FROM d) AS n, coalesce((SELECT array_agg(tenant) FROM rest), '{}') AS skipped`,
     [tenants],
   );
-  return rows[0]?.n ?? 0;
+  return { deleted: rows[0]?.n ?? 0, skipped: rows[0]?.skipped ?? [] };
 }
