@@ -181,4 +181,33 @@ describe('PostgreSQL: a refused submit writes nothing to the queue rows', () => 
     const tenants = ((await table(schema, 'queues')) as Array<{ tenant: string }>).map((q) => q.tenant);
     expect(tenants).toEqual(['B']);
   });
+
+  it('clears, once, the rows refused submits of earlier versions left', async () => {
+    const schema = db.freshSchema();
+    const store = db.store({ schema });
+    await store.migrate();
+    await submitCreated(store, { tenant: 'Busy', id: 'b1' });
+    // As version 31 left them: a row of a tenant never accepted, and one marked ready with nothing
+    // waiting; version 32 struck off, so that the next migrate applies it again.
+    const c = await db.client();
+    try {
+      await c.query(`INSERT INTO "${schema}".queues (class, tenant, vtime) VALUES ('default', 'Refused', 3)`);
+      await c.query(`INSERT INTO "${schema}".queues (class, tenant, ready_at) VALUES ('other', 'Busy', 1)`);
+      await c.query(`DROP FUNCTION "${schema}".queue_take_back, "${schema}".queues_forget_made`);
+      await c.query(`DELETE FROM "${schema}".migrations WHERE version = 32`);
+    } finally {
+      await c.end();
+    }
+    await db.store({ schema }).migrate();
+    const rows = (await table(schema, 'queues')) as Array<{
+      class: string;
+      tenant: string;
+      ready_at: unknown;
+    }>;
+    expect(rows.map((r) => [r.class, r.tenant, r.ready_at === null])).toEqual([
+      ['default', 'Busy', false],
+      ['other', 'Busy', true],
+    ]);
+    await expectCountersTrue(store);
+  });
 });

@@ -16,7 +16,16 @@
 -- made for a tenant that it then accepted nothing for is deleted in the same transaction. An
 -- accepted single submit runs the statements it ran before; a batch that made a tenant's row runs
 -- one more, to forget those it counted nothing into.
+--
+-- Once, what earlier versions left: rows of tenants with no operation and nothing counted (as
+-- version 28 did), and rows marked ready with nothing waiting. A row a transaction holds is
+-- waited for; one that transaction counts work into is read again as it committed, and kept.
 -- Older builds: compatible.
+
+DELETE FROM queues q
+ WHERE q.waiting = 0 AND q.running = 0 AND q.ready_at IS NULL
+   AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.tenant = q.tenant);
+UPDATE queues q SET ready_at = NULL WHERE q.waiting = 0 AND q.ready_at IS NOT NULL;
 
 -- Takes back a single submit's count in its tenant's row, when the class refused it or its id was
 -- accepted meanwhile by another submit; returns the tenant's running count. A row this submit
