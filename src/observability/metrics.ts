@@ -24,6 +24,7 @@
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, type LabelValues, Registry } from 'prom-client';
 import { spendKeyParts } from '../admission/budgets.js';
+import { InvalidArgument } from '../core/errors/index.js';
 import type { OperationState } from '../core/states.js';
 import type { Worker } from '../runtime/worker.js';
 import type { Sluice } from '../sluice.js';
@@ -215,7 +216,9 @@ class PromMetrics implements Metrics {
   bind(source: MetricsSource): () => void {
     if (this.source) {
       if (this.source.sluice === source.sluice) return () => {};
-      throw new Error('these metrics already observe another engine; call createMetrics() per engine');
+      throw new InvalidArgument(
+        'these metrics already observe another engine; call createMetrics() per engine',
+      );
     }
     this.source = source;
     const { sluice } = source;

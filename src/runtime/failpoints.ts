@@ -17,6 +17,7 @@
  * behaviour. Child processes enable them from the `SLUICE_FAILPOINTS` environment variable:
  * `point=action[@nth][#operation-id]`, comma-separated.
  */
+import { InvalidArgument } from '../core/errors/index.js';
 
 export const CRASH_POINTS = {
   C0: 'effect.before-pending',
@@ -66,8 +67,16 @@ interface Armed extends FailpointSpec {
 
 const armed = new Map<string, Armed>();
 
+const knownPoints = () =>
+  Object.entries(CRASH_POINTS)
+    .map(([k, v]) => `${k}/${v}`)
+    .join(', ');
+
 export const failpoints = {
   enable(name: FailpointName, spec: FailpointSpec | FailpointAction): void {
+    // A misspelt point would never fire, and the test would prove nothing: refused.
+    if (!(Object.values(CRASH_POINTS) as string[]).includes(name))
+      throw new InvalidArgument(`unknown failpoint ${JSON.stringify(name)}; known: ${knownPoints()}`);
     const s: FailpointSpec = typeof spec === 'object' ? spec : { action: spec };
     armed.set(name, { ...s, hits: 0, fired: 0 });
   },
@@ -88,17 +97,14 @@ export const failpoints = {
       .map((s) => s.trim())
       .filter(Boolean)) {
       const m = /^([A-Za-z0-9.-]+)=(crash|kill|stop)(?:@(\d+))?(?:#(.+))?$/.exec(part);
-      if (!m) throw new Error(`bad failpoint spec ${JSON.stringify(part)}`);
+      if (!m)
+        throw new InvalidArgument(
+          `bad failpoint spec ${JSON.stringify(part)}: point=crash|kill|stop[@nth][#operation-id]`,
+        );
       const [, name, action, nth, id] = m;
       const point = (CRASH_POINTS as Record<string, string>)[name!] ?? name!;
-      // A misspelled point would never fire and the test would prove nothing: refuse it.
-      if (!(Object.values(CRASH_POINTS) as string[]).includes(point)) {
-        throw new Error(
-          `unknown failpoint ${JSON.stringify(name)}; known: ${Object.entries(CRASH_POINTS)
-            .map(([k, v]) => `${k}/${v}`)
-            .join(', ')}`,
-        );
-      }
+      if (!(Object.values(CRASH_POINTS) as string[]).includes(point))
+        throw new InvalidArgument(`unknown failpoint ${JSON.stringify(name)}; known: ${knownPoints()}`);
       failpoints.enable(point as FailpointName, {
         action: action as 'crash' | 'kill' | 'stop',
         nth: nth ? Number(nth) : 1,

@@ -271,7 +271,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   start(): void {
-    if (this.state !== 'new') throw new Error(`worker is ${this.state}`);
+    if (this.state !== 'new')
+      throw new InvalidArgument(
+        `worker ${this.id} is ${this.state}: a worker starts once; make another with sluice.worker()`,
+      );
     this.state = 'running';
     const swept = this.tempDirs.sweepOrphans();
     if (swept > 0) this.log.info({ swept }, 'removed temporary directories of dead workers');

@@ -183,6 +183,31 @@ describe('reads and cancels: what they would have ignored', () => {
   });
 });
 
+describe('a worker started twice', () => {
+  let h: Harness | undefined;
+  afterEach(async () => h?.close());
+
+  it('is refused with invalid-argument, started or stopped, naming what to do', async () => {
+    h = await harness();
+    h.sluice.define('job', { input: z.object({}), run: () => 'done' });
+    const worker = h.worker();
+    worker.start();
+    const twice = (() => {
+      try {
+        worker.start();
+      } catch (error) {
+        return error as { code: string; message: string };
+      }
+    })();
+    expect([twice?.code, twice?.message]).toEqual([
+      'invalid-argument',
+      expect.stringMatching(/sluice\.worker\(\)/),
+    ]);
+    await worker.stop();
+    expect(() => worker.start()).toThrow(/is stopped/);
+  });
+});
+
 describe('effectKeyNamespace', () => {
   let a: Harness | undefined;
   let b: Harness | undefined;
