@@ -1,8 +1,8 @@
 /**
  * @module http/tenant-view
  * What a tenant key is shown of an operation: all of it but the identities of the service's
- * workers. A worker's id is its host name, process id and a random tag, which say how the service
- * is deployed (machine and pod names); they are the operator's to read, with an admin key, the
+ * workers. A worker's id is its `id` option (by default host name and process id) and a random tag
+ * of its own, which say how the service is deployed (machine and pod names); they are the operator's to read, with an admin key, the
  * CLI or the logs. For a tenant key the lease's and the attempts' `worker` are null, and a
  * lease-expired error, whose message names the worker that held the lease, says so without it.
  */

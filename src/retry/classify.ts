@@ -65,6 +65,12 @@ export interface FailureFacts {
   deadlineInMs: number | null;
 }
 
+/** Sluice's refusal of a call a handler made: a bug in the handler (the classification above). */
+function wrongCall(error: unknown): boolean {
+  if (isPermanent(error) || isRetryable(error) || isAmbiguous(error)) return false;
+  return isInvalidArgument(error) || isOperationConflict(error) || isOperationExpired(error);
+}
+
 /** Whether a failure may be retried, and how it is labelled in the attempt history. */
 export function failureClass(error: unknown): 'permanent' | 'retryable' | 'ambiguous' {
   if (isPermanent(error) || isInputInvalid(error)) return 'permanent';
@@ -97,8 +103,10 @@ export function classifyFailure(f: FailureFacts, random: () => number = Math.ran
   if (isEffectConflict(f.error)) return { outcome: 'dead', error: toErrorRecord(f.error, 'permanent') };
   // Sluice's refusal of a call the handler made wrongly (a bad argument, a child's idempotency key
   // reused with another input or already purged) is a bug: the same code makes the same call
-  // again, so retrying only spends the attempts. Dead at once, for a fix and a redrive.
-  if (isInvalidArgument(f.error) || isOperationConflict(f.error) || isOperationExpired(f.error))
+  // again, so retrying only spends the attempts. Dead at once, for a fix and a redrive. Sluice's
+  // own errors only (a handler's Permanent with one of these codes fails, as any Permanent), and
+  // not on the way out of a timed-out attempt, whose timeout decides.
+  if (wrongCall(f.error) && !isAttemptTimeout(cause))
     return { outcome: 'dead', error: toErrorRecord(f.error, 'permanent') };
   // A provider set to `fail` turns the refusal into a Permanent that keeps the code: it fails.
   const budget =

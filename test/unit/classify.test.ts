@@ -84,6 +84,11 @@ describe('classifying the end of an attempt', () => {
     expect(end({ error: new InvalidArgument('effect name "" must match …') })).toBe('dead');
     expect(end({ error: new OperationConflict('North', 'child-1') })).toBe('dead');
     expect(end({ error: new OperationExpired('North', 'child-1') })).toBe('dead');
+    // A handler's own Permanent with such a code fails, as any Permanent; a timeout decides first.
+    expect(end({ error: new Permanent('bad amount', { code: 'invalid-argument' }) })).toBe('failed');
+    expect(end({ error: new InvalidArgument('x'), abortReason: new AttemptTimeout('x', 1000) })).toBe(
+      'retry',
+    );
     // Its refusals that pass: a store outage, a full queue.
     expect(end({ error: new StoreError('unavailable', 'gone') })).toBe('retry');
     expect(end({ error: new CapacityExceeded('class-queue-full', 1000, 'full') })).toBe('retry');
