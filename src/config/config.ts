@@ -72,6 +72,12 @@ export interface SluiceConfig {
     metricsAuth?: 'none' | 'admin';
     /** Requests one tenant may have in progress at once on this process (default 64; false: no cap). */
     maxRequestsPerTenant?: number | false;
+    /**
+     * On SIGTERM, how long the API keeps answering (new work refused with 503, `/readyz` 503,
+     * reads answered) before it closes its port: the time a load balancer needs to stop sending
+     * it requests. At most the shutdown's grace. Default 5 s; 0 closes at once.
+     */
+    drainMs?: number;
   };
   /** API keys: per tenant, and for operators. Plaintext or `sha256:<hex>`; never logged. */
   auth?: { tenants?: Record<string, string[]>; admin?: string[] };
@@ -205,6 +211,7 @@ const SECTION_KEYS: Record<string, Set<string>> = {
     bodyLimitBytes: true,
     metricsAuth: true,
     maxRequestsPerTenant: true,
+    drainMs: true,
   }),
   auth: keysOf<NonNullable<SluiceConfig['auth']>>({ tenants: true, admin: true }),
   worker: keysOf<WorkerOptions>({

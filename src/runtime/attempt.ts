@@ -719,7 +719,9 @@ function logFailure(log: Logger, error: unknown, abortReason: unknown): void {
     type: (e && safely(() => e.name)) ?? typeof error,
     code: known ? error.code : 'unclassified-error',
     message: e ? messageOf(e).slice(0, MAX_LOGGED_CHARS) : describe(error).slice(0, MAX_LOGGED_CHARS),
-    stack: e && safely(() => e.stack),
+    // Where an unclassified error came from is what its reader needs; a classified one (a
+    // provider's 503 as `Retryable`, said once a retry) is its code and message, not a stack.
+    stack: known ? undefined : e && safely(() => e.stack),
   };
   if (abortReason !== undefined) {
     const reason = isSluiceError(abortReason)

@@ -4,9 +4,12 @@
  * such processes may share a PostgreSQL store (API-only and worker-only processes scale apart).
  *
  * Shutdown (SIGTERM/SIGINT, or `stop()`): the API stops accepting work at once (submits get 503
- * with `Retry-After`, `/readyz` turns 503) while reads keep answering; the worker stops claiming
- * and gives running attempts `shutdownGraceMs` to finish, then interrupts the rest, which go back
- * to the queue without using an attempt; then the server closes and the store is closed. Nothing
+ * with `Retry-After`, `/readyz` turns 503) while reads keep answering, for `http.drainMs` at least
+ * (5 s; a load balancer's time to stop sending requests, which an API-only process would not
+ * otherwise give it: it has no attempts to wait for); the worker stops claiming and gives running
+ * attempts `shutdownGraceMs` to finish, then interrupts the rest, which go back to the queue
+ * without using an attempt; then the server closes and the store is closed. SIGINT (Ctrl-C at a
+ * terminal) does not drain. Nothing
  * is lost: an attempt that could not even be released keeps its lease until it expires and is
  * redelivered.
  */
@@ -46,8 +49,11 @@ export interface Service {
   server?: FastifyInstance;
   /** The API's base URL, when this process serves it. */
   url?: string;
-  /** Graceful shutdown (see the module header). Safe to call twice. */
-  stop(options?: { graceMs?: number }): Promise<void>;
+  /**
+   * Graceful shutdown (see the module header). Safe to call twice. `drainMs` overrides the
+   * config's `http.drainMs`; both are bounded by the grace.
+   */
+  stop(options?: { graceMs?: number; drainMs?: number }): Promise<void>;
 }
 
 export async function startService(input: SluiceConfig, options: ServiceOptions = {}): Promise<Service> {
@@ -63,6 +69,7 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
     integer: true,
   });
   bounded('http.bodyLimitBytes', config.http?.bodyLimitBytes, 1, { min: 1, integer: true });
+  const drainMs = bounded('http.drainMs', config.http?.drainMs, 5000, { min: 0, max: MAX_TIMER_MS });
   // The server checks these too; here, before the store is opened (and made, and migrated).
   const metricsAuth = config.http?.metricsAuth;
   if (metricsAuth !== undefined && metricsAuth !== 'none' && metricsAuth !== 'admin')
@@ -172,12 +179,15 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
   }
 
   let stopping: Promise<void> | undefined;
-  const stop = (o: { graceMs?: number } = {}) => {
+  const stop = (o: { graceMs?: number; drainMs?: number } = {}) => {
     stopping ??= (async () => {
       accepting = false;
       const graceMs = o.graceMs ?? shutdownGraceMs;
-      log.info({ graceMs }, 'shutting down: no new work accepted');
-      await worker?.stop({ graceMs });
+      // The port stays open meanwhile, answering 503 to new work and to `/readyz`: a process
+      // that closed at once would meet the load balancer's next requests with refused connections.
+      const drain = server ? Math.min(o.drainMs ?? drainMs, graceMs) : 0;
+      log.info({ graceMs, drainMs: drain }, 'shutting down: no new work accepted');
+      await Promise.all([worker?.stop({ graceMs }), drain > 0 ? sleep(drain) : undefined]);
       await server?.close();
       await sluice.close({ graceMs });
       log.info('stopped');
@@ -189,6 +199,8 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
 
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
 /** Stops the service gracefully on SIGTERM or SIGINT, then exits. A second signal exits at once. */
 export function stopOnSignals(service: Service, log: Logger, graceMs?: number): void {
   let signalled = false;
@@ -196,7 +208,8 @@ export function stopOnSignals(service: Service, log: Logger, graceMs?: number): 
     if (signalled) process.exit(1);
     signalled = true;
     log.info({ signal }, 'signal received');
-    service.stop({ graceMs }).then(
+    // Ctrl-C at a terminal: no load balancer to wait for.
+    service.stop(signal === 'SIGINT' ? { graceMs, drainMs: 0 } : { graceMs }).then(
       () => {
         // Not a clean stop: the store did not take some ends; their operations wait for their
         // leases to expire, then run again elsewhere.

@@ -49,6 +49,8 @@ describe('an attempt failure in the log', () => {
     for (const secret of ['sk_live_SECRET', '4111111111111111', '123-45-6789'])
       expect(text).not.toContain(secret);
     expect((failures[0]!.error as { stack: string }).stack).toContain('Request failed');
+    // A classified failure is its code and message: no stack for every provider refusal.
+    expect((failures[1]!.error as { stack?: string }).stack).toBeUndefined();
   });
 
   it('says why an attempt was stopped, at info, not what the handler threw on its way out', async () => {

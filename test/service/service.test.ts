@@ -297,6 +297,38 @@ describe('roles', () => {
     await api.stop({ graceMs: 100 });
   });
 
+  it('an API-only process keeps answering through its drain: 503 to new work and /readyz, reads served', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'sluice-drain-'));
+    const config = await loadConfig(join(ROOT, 'test/fixtures/sluice.config.ts'));
+    const api = await startService(
+      { ...config, http: { ...config.http, drainMs: 3000 }, shutdownGraceMs: 10_000 },
+      { role: 'api', db: join(dir, 'sluice.db'), port: 0, logger: silent },
+    );
+    const headers = { authorization: 'Bearer north-config-key', 'content-type': 'application/json' };
+    const submit = (id: string) =>
+      fetch(`${api.url}/v1/operations`, {
+        method: 'POST',
+        headers: { ...headers, 'idempotency-key': id },
+        body: JSON.stringify({ kind: 'echo', input: { say: 'hi' } }),
+      });
+    expect((await submit('d1')).status).toBe(202);
+    let stopped = false;
+    const stopping = api.stop().then(() => {
+      stopped = true;
+    });
+    // The port is still open: the load balancer is told, and reads are served.
+    const refused = await submit('d2');
+    expect([refused.status, refused.headers.get('retry-after'), stopped]).toEqual([
+      503,
+      expect.any(String),
+      false,
+    ]);
+    expect((await fetch(`${api.url}/readyz`)).status).toBe(503);
+    expect((await fetch(`${api.url}/v1/operations/d1`, { headers })).status).toBe(200);
+    await stopping;
+    await expect(fetch(`${api.url}/healthz`)).rejects.toThrow();
+  });
+
   it("derives effect keys in the config's effectKeyNamespace", async () => {
     dir = mkdtempSync(join(tmpdir(), 'sluice-ns-'));
     const svc = await startService(

@@ -39,7 +39,7 @@ Sluice payments demo
 
   The README walks through the seed's O7 story with these commands. Ctrl-C stops.
 `);
-      const stop = async (o?: { graceMs?: number }) => {
+      const stop = async (o?: { graceMs?: number; drainMs?: number }) => {
         await service.stop(o);
         await stub.close();
       };
