@@ -69,6 +69,11 @@ export interface ServerOptions {
   /** Time for a whole request to arrive (slow clients). Default 30 s. */
   requestTimeoutMs?: number;
   /**
+   * False: only the routes that describe the process (`/healthz`, `/readyz`, `/metrics`,
+   * `/openapi.json`), for a worker-only process that is scraped. Default true.
+   */
+  api?: boolean;
+  /**
    * A connection on which nothing has moved, either way, for this long is closed: a client that
    * stops reading its answers. Default twice `requestTimeoutMs` and a second (61 s), so that a
    * request that stops arriving is first answered `408`. Between requests, the keep-alive timeout
@@ -314,9 +319,11 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
   const unbind = metrics.bind({ sluice, workers: options.workers });
   app.addHook('onClose', async () => unbind());
   try {
-    operationRoutes(app, { sluice, accepting });
-    adminRoutes(app, { sluice });
-    tenantRoutes(app, { sluice });
+    if (options.api !== false) {
+      operationRoutes(app, { sluice, accepting });
+      adminRoutes(app, { sluice });
+      tenantRoutes(app, { sluice });
+    }
     serviceRoutes(app, { sluice, metrics, accepting, routes, metricsAuth });
     await app.ready();
   } catch (error) {

@@ -38,6 +38,10 @@ export interface ServiceOptions {
    * `sluice migrate --db <db>`.
    */
   migrateCommand?: string;
+  /**
+   * The port to listen on, over the config's `http.port`. A worker-only process listens only when
+   * given one: for its `/metrics`, `/healthz` and `/readyz`.
+   */
   port?: number;
   host?: string;
   logger?: Logger;
@@ -133,7 +137,10 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
   let url: string | undefined;
   // The API first, the worker once it listens: a start that fails (the port taken, a bad host,
   // an option only the server checks) must not have claimed work, nor run it, before it exits.
-  if (role === 'api' || role === 'all') {
+  // A worker-only process listens only when given a port of its own (`serve --port`): then for
+  // its `/metrics`, `/healthz` and `/readyz`, no API. The config's `http.port` is the API's.
+  const serves = role === 'api' || role === 'all' || options.port !== undefined;
+  if (serves) {
     try {
       ({ server, url } = await listen());
     } catch (error) {
@@ -163,6 +170,7 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
       logger: log,
       accepting: () => accepting,
       workers: () => (worker ? [worker] : []),
+      api: role !== 'worker',
     });
     server = built;
     const host = options.host ?? config.http?.host ?? '127.0.0.1';

@@ -205,7 +205,7 @@ describe('configuration', () => {
     ]);
     for (const line of [
       "--db <sqlite-path|postgres-url> the store (default: $SLUICE_DB, else the config's db, else ./data/sluice.db)",
-      "--port <port> API port (default: $PORT, else the config's http.port, else 8080)",
+      "--port <port> API port (default: $PORT, else the config's http.port, else 8080); with --role worker, the port of its /metrics, /healthz and /readyz (none without it)",
       "--host <host> API address (default: $HOST, else the config's http.host, else 127.0.0.1)",
     ])
       expect(text).toContain(line);
@@ -267,6 +267,40 @@ describe('roles', () => {
     // Completed by the other process's worker (the API process runs none).
     const done = await api.sluice.wait({ tenant: 'north', id: 'e1' }, { timeoutMs: 10_000 });
     expect([done.state, done.result]).toEqual(['succeeded', { said: 'hi' }]);
+  });
+
+  it('a worker-only process given a port serves its metrics and health there, and no API', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'sluice-roles-'));
+    const config = await loadConfig(join(ROOT, 'test/fixtures/sluice.config.ts'));
+    const db = join(dir, 'sluice.db');
+    const api = await startService(config, { role: 'api', db, port: 0, logger: silent });
+    services.push(api);
+    const worker = await startService(
+      { ...config, worker: { ...config.worker, tempRoot: join(dir, 'tmp') } },
+      { role: 'worker', db, port: 0, logger: silent },
+    );
+    services.push(worker);
+    expect(worker.url).toBeDefined();
+    await api.sluice.submit({ tenant: 'north', id: 'm1', kind: 'echo', input: { say: 'hi' } });
+    await api.sluice.wait({ tenant: 'north', id: 'm1' }, { timeoutMs: 10_000 });
+    // The worker's own counters, which the API process never sees.
+    const metrics = await (await fetch(`${worker.url}/metrics`)).text();
+    expect(metrics).toMatch(/^sluice_attempts_total\{[^}]*\} 1$/m);
+    expect((await fetch(`${worker.url}/readyz`)).status).toBe(200);
+    expect(
+      (
+        await fetch(`${worker.url}/v1/operations/m1`, {
+          headers: { authorization: 'Bearer north-config-key' },
+        })
+      ).status,
+    ).toBe(404);
+    // Without a port, a worker listens on none.
+    const quiet = await startService(
+      { ...config, worker: { ...config.worker, tempRoot: join(dir, 'tmp') } },
+      { role: 'worker', db, logger: silent },
+    );
+    services.push(quiet);
+    expect([quiet.url, quiet.server]).toEqual([undefined, undefined]);
   });
 
   it('a start that cannot listen fails before its worker claims anything', async () => {

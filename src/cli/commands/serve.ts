@@ -23,7 +23,10 @@ export function serveCommand(program: Command): void {
       '--db <sqlite-path|postgres-url>',
       "the store (default: $SLUICE_DB, else the config's db, else ./data/sluice.db)",
     )
-    .option('--port <port>', "API port (default: $PORT, else the config's http.port, else 8080)")
+    .option(
+      '--port <port>',
+      "API port (default: $PORT, else the config's http.port, else 8080); with --role worker, the port of its /metrics, /healthz and /readyz (none without it)",
+    )
     .option('--host <host>', "API address (default: $HOST, else the config's http.host, else 127.0.0.1)")
     .option('--role <role>', 'api, worker or all', 'all')
     .action(async (opts: { config?: string; db?: string; port?: string; host?: string; role: string }) => {
@@ -40,7 +43,9 @@ export function serveCommand(program: Command): void {
         host: opts.host,
         logger: log,
       });
-      if (service.url) console.log(`sluice ${opts.role}: API on ${service.url}`);
+      if (service.url && opts.role === 'worker')
+        console.log(`sluice worker: metrics on ${service.url}/metrics`);
+      else if (service.url) console.log(`sluice ${opts.role}: API on ${service.url}`);
       else console.log(`sluice ${opts.role}: running`);
       stopOnSignals(service, log);
     });
