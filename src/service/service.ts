@@ -193,7 +193,8 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
       const graceMs = o.graceMs ?? shutdownGraceMs;
       // The port stays open meanwhile, answering 503 to new work and to `/readyz`: a process
       // that closed at once would meet the load balancer's next requests with refused connections.
-      const drain = server ? Math.min(o.drainMs ?? drainMs, graceMs) : 0;
+      // (A worker's port serves only its metrics and health: no traffic to drain.)
+      const drain = server && role !== 'worker' ? Math.min(o.drainMs ?? drainMs, graceMs) : 0;
       log.info({ graceMs, drainMs: drain }, 'shutting down: no new work accepted');
       await Promise.all([worker?.stop({ graceMs }), drain > 0 ? sleep(drain) : undefined]);
       await server?.close();

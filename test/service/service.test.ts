@@ -275,11 +275,11 @@ describe('roles', () => {
     const db = join(dir, 'sluice.db');
     const api = await startService(config, { role: 'api', db, port: 0, logger: silent });
     services.push(api);
+    const { logger, lines } = captureLog('info');
     const worker = await startService(
       { ...config, worker: { ...config.worker, tempRoot: join(dir, 'tmp') } },
-      { role: 'worker', db, port: 0, logger: silent },
+      { role: 'worker', db, port: 0, logger },
     );
-    services.push(worker);
     expect(worker.url).toBeDefined();
     await api.sluice.submit({ tenant: 'north', id: 'm1', kind: 'echo', input: { say: 'hi' } });
     await api.sluice.wait({ tenant: 'north', id: 'm1' }, { timeoutMs: 10_000 });
@@ -294,6 +294,9 @@ describe('roles', () => {
         })
       ).status,
     ).toBe(404);
+    // Its port serves no traffic to drain: it stops without the API's drain.
+    await worker.stop({ graceMs: 10_000 });
+    expect(lines.find((l) => l.msg === 'shutting down: no new work accepted')).toMatchObject({ drainMs: 0 });
     // Without a port, a worker listens on none.
     const quiet = await startService(
       { ...config, worker: { ...config.worker, tempRoot: join(dir, 'tmp') } },
