@@ -188,11 +188,8 @@ export class Sluice {
   /** What the engine tells observers (metrics, tests): see observability/events.ts. */
   readonly events: SluiceEvents = createEvents();
   private readonly kinds = new Map<string, Kind>();
-  /**
-   * Workers made by this engine and not stopped, each with the classes it has slots for: fixed
-   * when it is made (the kinds' classes then, and those its `slots` name).
-   */
-  private readonly workers = new Map<Worker, ReadonlySet<string>>();
+  /** Workers made by this engine and not stopped. */
+  private readonly workers = new Set<Worker>();
   private readonly wakeup = new Wakeup();
   private readonly changes = new EventEmitter();
   private readonly submitter: Batcher<SubmitParams, SubmitOutcome>;
@@ -253,8 +250,8 @@ export class Sluice {
     const kind = resolveKind(name, definition as unknown as KindDefinition);
     // A worker claims only for the classes it was made with: the kind's operations would wait
     // for ever. A class a worker's `slots` name, even with 0 slots, is one it was told about.
-    for (const [worker, classes] of this.workers)
-      if (!classes.has(kind.class))
+    for (const worker of this.workers)
+      if (!worker.classes.has(kind.class))
         throw new InvalidArgument(
           `kind ${name}: worker ${worker.id} was made before any kind of class ${kind.class} was defined ` +
             `and has no slots for it: define every kind before sluice.worker(), or name the class in its slots`,
@@ -533,7 +530,7 @@ export class Sluice {
     const out = await this.store.operationCancel({ ...ref, by: options.by });
     if (!out) throw new OperationNotFound(ref.tenant, ref.id);
     if (out.outcome === 'requested') {
-      for (const w of this.workers.keys())
+      for (const w of this.workers)
         w.stops.get(operationKey(ref.tenant, ref.id))?.abort(new CancelRequested(ref.id));
     }
     if (out.ended) {
@@ -683,10 +680,7 @@ export class Sluice {
       },
       options,
     );
-    // As the worker counts its slots (runtime/worker.ts): the defined kinds' classes, and `slots`.
-    const classes = new Set([...this.kinds.values()].map((k) => k.class));
-    for (const cls of Object.keys(options.slots ?? {})) classes.add(cls);
-    this.workers.set(worker, classes);
+    this.workers.add(worker);
     return worker;
   }
 
@@ -713,7 +707,7 @@ export class Sluice {
 
   /** Stops every worker of this engine (gracefully) and closes the store. */
   async close(options: { graceMs?: number } = {}): Promise<void> {
-    await Promise.all([...this.workers.keys()].map((w) => w.stop(options)));
+    await Promise.all([...this.workers].map((w) => w.stop(options)));
     await this.submitter.idle();
     await this.store.close();
   }

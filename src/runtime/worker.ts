@@ -248,6 +248,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.tempDirs = new TempDirs(options.tempRoot ?? defaultTempRoot());
   }
 
+  /**
+   * The classes this worker has slots for (0 included), fixed when it is made: the defined kinds'
+   * classes then, and those its `slots` name. It claims for no other.
+   */
+  get classes(): ReadonlySet<string> {
+    return new Set(this.slots.keys());
+  }
+
   /** Attempts running now, in all classes. */
   get running(): number {
     return this.inflight.size;

@@ -11,7 +11,7 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { StoreError } from '../core/errors/index.js';
+import { isStoreError, StoreError } from '../core/errors/index.js';
 
 export interface Migration {
   version: number;
@@ -60,5 +60,19 @@ export function schemaNewerError(status: MigrationStatus): StoreError {
     `the store's schema is at version ${status.applied}, from a newer build of Sluice; version ` +
       `${status.breakingAhead} changed it in a way this build (which knows versions up to ` +
       `${status.latest}) cannot run against: run this process from the newer build`,
+  );
+}
+
+/**
+ * The failure of one migration's SQL, as the driver classified it, named with the migration.
+ * One that fails is no store awaiting a migration: `not-migrated` would say to run the very
+ * command that failed, so it is `unknown`; other reasons (a lost connection) keep theirs.
+ */
+export function migrationFailed(migration: Migration, classified: unknown, detail: string): unknown {
+  if (!isStoreError(classified)) return classified;
+  return new StoreError(
+    classified.reason === 'not-migrated' ? 'unknown' : classified.reason,
+    `migration ${migration.version} (${migration.name}) failed: ${detail}`,
+    { cause: classified.cause },
   );
 }

@@ -12,8 +12,8 @@
  */
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
-import { InvalidArgument, isStoreError, StoreError } from '../../core/errors/index.js';
-import { loadMigrations, type MigrationStatus, schemaNewerError } from '../migrations.js';
+import { InvalidArgument, StoreError } from '../../core/errors/index.js';
+import { loadMigrations, type MigrationStatus, migrationFailed, schemaNewerError } from '../migrations.js';
 import type { PgContext, Query } from './connection.js';
 import { classifyPgError } from './errors.js';
 
@@ -88,16 +88,8 @@ export async function migratePostgres(ctx: PgContext): Promise<void> {
       try {
         await client.query(migration.sql);
       } catch (error) {
-        // Named, with what the server said. One that fails is no store awaiting a migration:
-        // `not-migrated` would say to run the very command that failed.
-        const classified = classifyPgError(error);
-        if (!isStoreError(classified)) throw classified;
-        throw new StoreError(
-          classified.reason === 'not-migrated' ? 'unknown' : classified.reason,
-          `migration ${migration.version} (${migration.name}) failed: ${(error as Error).message} ` +
-            `(SQLSTATE ${(error as { code?: string }).code})`,
-          { cause: error },
-        );
+        const detail = `${(error as Error).message} (SQLSTATE ${(error as { code?: string }).code})`;
+        throw migrationFailed(migration, classifyPgError(error), detail);
       }
       await client.query(
         `INSERT INTO ${s}.migrations (version, name, applied_at, breaking)

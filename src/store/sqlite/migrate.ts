@@ -6,8 +6,8 @@
  * breaking version is refused before anything is applied (store/migrations.ts).
  */
 import { fileURLToPath } from 'node:url';
-import { isStoreError, StoreError } from '../../core/errors/index.js';
-import { loadMigrations, type MigrationStatus, schemaNewerError } from '../migrations.js';
+import { StoreError } from '../../core/errors/index.js';
+import { loadMigrations, type MigrationStatus, migrationFailed, schemaNewerError } from '../migrations.js';
 import { classifySqliteError, type SqliteContext } from './connection.js';
 
 const DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
@@ -45,15 +45,7 @@ export function migrateSqlite(ctx: SqliteContext): void {
       try {
         ctx.db.exec(migration.sql);
       } catch (error) {
-        // Named, with what SQLite said. One that fails is no store awaiting a migration:
-        // `not-migrated` would say to run the very command that failed.
-        const classified = classifySqliteError(error);
-        if (!isStoreError(classified)) throw classified;
-        throw new StoreError(
-          classified.reason === 'not-migrated' ? 'unknown' : classified.reason,
-          `migration ${migration.version} (${migration.name}) failed: ${(error as Error).message}`,
-          { cause: error },
-        );
+        throw migrationFailed(migration, classifySqliteError(error), (error as Error).message);
       }
       ctx.db
         .prepare('INSERT INTO sluice_migrations (version, name, applied_at, breaking) VALUES (?, ?, ?, ?)')
