@@ -12,7 +12,7 @@ import { z } from 'zod';
 import { MAX_DURATION_MS, MAX_REQUEST_MS, MAX_TIMER_MS } from '../../src/core/bounds.js';
 import { postgresStore, sqliteStore } from '../../src/index.js';
 import { startService } from '../../src/service/index.js';
-import { type Harness, harness } from '../helpers/engine.js';
+import { type Harness, harness, silent } from '../helpers/engine.js';
 
 const codeOf = (fn: () => unknown): string | undefined => {
   try {
@@ -275,6 +275,7 @@ describe('options out of range', () => {
       ...[-1, Number.NaN, MAX_TIMER_MS + 1].map((shutdownGraceMs) => ({ db, shutdownGraceMs })),
       ...[-1, 65_536, 80.5].map((port) => ({ db, http: { port } })),
       { db, http: { bodyLimitBytes: 0 } },
+      ...[-1, Number.NaN, MAX_TIMER_MS + 1].map((drainMs) => ({ db, http: { drainMs } })),
       { db, worker: { pollIntervalMs: 0 } },
       { db, classes: { default: { maxQueued: -1 } } },
       { db, classes: { default: { tenant: { maxRunning: 2 ** 31 } } } },
@@ -287,6 +288,19 @@ describe('options out of range', () => {
     ];
     for (const config of configs)
       await expect(startService(config)).rejects.toMatchObject({ code: 'invalid-argument' });
+    // The drain's edges are taken: 0, and the longest a timer waits (bounded by the grace at stop).
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-drain-edge-'));
+    try {
+      for (const drainMs of [0, MAX_TIMER_MS]) {
+        const service = await startService(
+          { db: join(dir, 'sluice.db'), http: { drainMs } },
+          { role: 'api', port: 0, logger: silent },
+        );
+        await service.stop({ graceMs: 0 });
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("a SQLite file's folder is made when missing; one that cannot be made is refused", async () => {
