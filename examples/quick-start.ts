@@ -16,7 +16,7 @@ export async function quickStart(path = join(mkdtempSync(join(tmpdir(), 'sluice-
   const sluice = new Sluice({ store: sqliteStore({ path }) });
   await sluice.migrate();
 
-  sluice.define('charge', {
+  const charge = sluice.define('charge', {
     input: z.object({ invoice: z.number().int(), amount_cents: z.number().int().positive() }),
     class: 'interactive',
     limits: { maxAttempts: 5, attemptTimeoutMs: 10_000, deadlineMs: 3_600_000 },
@@ -36,10 +36,10 @@ export async function quickStart(path = join(mkdtempSync(join(tmpdir(), 'sluice-
   const worker = sluice.worker({ slots: { interactive: 4 } });
   worker.start();
 
-  const request = { tenant: 'north', id: 'O7', kind: 'charge', input: { invoice: 7, amount_cents: 5000 } };
+  const request = { tenant: 'north', id: 'O7', kind: charge, input: { invoice: 7, amount_cents: 5000 } };
   const first = await sluice.submit(request); // durable once this resolves
   const again = await sluice.submit(request); // a client retry: the same operation
-  const done = await sluice.wait({ tenant: 'north', id: 'O7' });
+  const done = await sluice.wait(first.operation); // done.result is { charge: string } | null
 
   await sluice.close();
   return {

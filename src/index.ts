@@ -43,15 +43,18 @@ export type { ExecOptions, ExecResult } from './runtime/helpers/exec.js';
 export type { PgClientLike, PgPoolLike, PgQueryResult } from './runtime/helpers/pg-query.js';
 export {
   DEFAULT_LIMITS,
+  type InputOf,
   type Kind,
   type KindDefinition,
   type KindLimits,
   type ResolvedLimits,
+  type ResultOf,
 } from './runtime/kinds.js';
 export { Worker, type WorkerEvents, type WorkerOptions } from './runtime/worker.js';
 export {
   type CancelResult,
   type Include,
+  type KindSubmitRequest,
   type ListRequest,
   MAX_SUBMIT_MANY,
   Sluice,

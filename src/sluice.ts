@@ -103,6 +103,24 @@ export interface SubmitRequest {
   delayMs?: number;
 }
 
+/**
+ * A submit of a kind `define` returned: its input is checked at compile time against the kind's
+ * schema, and the operation answered carries the handler's result type.
+ */
+export interface KindSubmitRequest<Input, Result> extends Omit<SubmitRequest, 'kind' | 'input'> {
+  kind: Kind<Input, Result>;
+  input: NoInfer<Input>;
+}
+
+type AnySubmitRequest = SubmitRequest | KindSubmitRequest<unknown, unknown>;
+
+/** A request's kind: the name given, or the name of the kind given (one of another engine's too). */
+const kindNameOf = (kind: unknown): string | undefined => {
+  if (typeof kind === 'string') return kind;
+  const name = typeof kind === 'object' && kind !== null ? (kind as Partial<Kind>).name : undefined;
+  return typeof name === 'string' ? name : undefined;
+};
+
 export interface SubmitOptions {
   /**
    * Submit inside your own open transaction: the operation is accepted if and only if it commits
@@ -114,8 +132,8 @@ export interface SubmitOptions {
   tx?: unknown;
 }
 
-export interface SubmitResult {
-  operation: Operation;
+export interface SubmitResult<Input = unknown, Result = unknown> {
+  operation: Operation<Input, Result>;
   /** False when the id was already accepted with the same input: this is that operation. */
   created: boolean;
 }
@@ -245,7 +263,7 @@ export class Sluice {
   define<Schema extends StandardSchemaV1, Result>(
     name: string,
     definition: KindDefinition<Schema, Result>,
-  ): Kind {
+  ): Kind<StandardSchemaV1.InferInput<Schema>, Awaited<Result>> {
     if (this.kinds.has(name)) throw new InvalidArgument(`kind ${name} is already defined`);
     const kind = resolveKind(name, definition as unknown as KindDefinition);
     // A worker claims only for the classes it was made with: the kind's operations would wait
@@ -257,7 +275,7 @@ export class Sluice {
             `and has no slots for it: define every kind before sluice.worker(), or name the class in its slots`,
         );
     this.kinds.set(name, kind);
-    return kind;
+    return kind as Kind<StandardSchemaV1.InferInput<Schema>, Awaited<Result>>;
   }
 
   kind(name: string): Kind | undefined {
@@ -274,13 +292,22 @@ export class Sluice {
    * Checks run cheapest first and before anything is stored: identity, kind, JSON form, size,
    * schema; then, in the store's transaction, the existing record, tombstones and capacity.
    *
-   * With `{ tx }`, runs inside your open transaction (see `SubmitOptions`).
+   * With `{ tx }`, runs inside your open transaction (see `SubmitOptions`). Given the kind
+   * `define` returned rather than its name, the input is typed by its schema and the operation
+   * answered by its handler's result.
    *
    * @throws OperationConflict the id was accepted with another input (nothing changed)
    * @throws OperationExpired the id belonged to an operation that was purged
    * @throws InputTooLarge, InputInvalid, InputNotJson, UnknownKind, InvalidArgument, CapacityExceeded
    */
-  async submit(request: SubmitRequest, options: SubmitOptions = {}): Promise<SubmitResult> {
+  // By name first: TypeScript reports a call that fits neither against the last, and a typed
+  // kind's wrong input should read as that, not as "a Kind is not a string".
+  submit(request: SubmitRequest, options?: SubmitOptions): Promise<SubmitResult>;
+  submit<Input, Result>(
+    request: KindSubmitRequest<Input, Result>,
+    options?: SubmitOptions,
+  ): Promise<SubmitResult<Input, Result>>;
+  async submit(request: AnySubmitRequest, options: SubmitOptions = {}): Promise<SubmitResult> {
     let result: SubmitResult;
     try {
       const prepared = await this.prepare(request);
@@ -308,7 +335,7 @@ export class Sluice {
    * send the same requests again; their ids make that safe.
    */
   async submitMany(
-    requests: readonly SubmitRequest[],
+    requests: readonly AnySubmitRequest[],
     options: SubmitOptions = {},
   ): Promise<SubmitManyResult[]> {
     if (!Array.isArray(requests)) throw new InvalidArgument('requests must be an array');
@@ -343,15 +370,16 @@ export class Sluice {
   }
 
   /** Everything a submit checks before the store, cheapest first: the store's item, or a throw. */
-  private async prepare(request: SubmitRequest): Promise<Prepared> {
+  private async prepare(request: AnySubmitRequest): Promise<Prepared> {
     if (typeof request !== 'object' || request === null) {
       throw new InvalidArgument('a submit request must be an object: { tenant, id, kind, input }');
     }
     const { tenant, id } = request;
     assertTenant(tenant);
     assertOperationId(id);
-    const kind = this.kinds.get(request.kind);
-    if (!kind) throw new UnknownKind(request.kind);
+    const name = kindNameOf(request.kind);
+    const kind = name === undefined ? undefined : this.kinds.get(name);
+    if (!kind) throw new UnknownKind(name ?? String(request.kind));
     assertPlainJson(request.input);
     const inputJson = canonicalJson(request.input);
     const bytes = Buffer.byteLength(inputJson);
@@ -427,11 +455,11 @@ export class Sluice {
     this.events.emit('submitted', { tenant: op.tenant, id: op.id, kind: op.kind, class: op.class, created });
   }
 
-  private noteRefusal(request: SubmitRequest, error: unknown): void {
+  private noteRefusal(request: AnySubmitRequest, error: unknown): void {
     // A store that failed refused nothing (it may even have committed): not an admission refusal,
     // which alerts would read as tenants being turned away during an outage.
     if (!isSluiceError(error) || isStoreError(error)) return;
-    const kind = typeof request?.kind === 'string' ? request.kind : '';
+    const kind = (typeof request === 'object' && request !== null && kindNameOf(request.kind)) || '';
     this.events.emit('rejected', {
       tenant: typeof request?.tenant === 'string' ? request.tenant : '',
       kind,
@@ -441,17 +469,17 @@ export class Sluice {
   }
 
   /** A request of `submitMany` refused in its place; anything but a Sluice error is a fault, thrown. */
-  private refusal(request: SubmitRequest, error: unknown): SubmitManyResult {
+  private refusal(request: AnySubmitRequest, error: unknown): SubmitManyResult {
     if (!isSluiceError(error)) throw error;
     this.noteRefusal(request, error);
     return { ok: false, error };
   }
 
   /** The operation, or undefined. `include` adds its attempt history, effects and operator events. */
-  async get(
-    ref: { tenant: string; id: string },
+  async get<Input = unknown, Result = unknown>(
+    ref: { tenant: string; id: string } | Operation<Input, Result>,
     options: { include?: Include[] } = {},
-  ): Promise<Operation | undefined> {
+  ): Promise<Operation<Input, Result> | undefined> {
     // A misspelt part (`'attempt'`) would come back without a word, as though it were empty.
     for (const part of options.include ?? [])
       if (!INCLUDES.includes(part))
@@ -464,7 +492,8 @@ export class Sluice {
       inc.has('effects') ? this.store.effectList(ref) : undefined,
       inc.has('events') ? this.store.eventList(ref) : undefined,
     ]);
-    return toOperation(row, { attempts, effects, events });
+    // The types are the ones of the kind whose submit answered `ref`, the same operation.
+    return toOperation(row, { attempts, effects, events }) as Operation<Input, Result>;
   }
 
   /** Operations in acceptance order, filtered, one page at a time. */
@@ -629,17 +658,21 @@ export class Sluice {
    * Waits until the operation reaches a terminal state (or `until` holds). Local changes wake it
    * at once; changes made by other processes are seen by polling every `pollMs`.
    */
-  async wait(
-    ref: { tenant: string; id: string },
-    options: { timeoutMs?: number; pollMs?: number; until?: (op: Operation) => boolean } = {},
-  ): Promise<Operation> {
+  async wait<Input = unknown, Result = unknown>(
+    ref: { tenant: string; id: string } | Operation<Input, Result>,
+    options: {
+      timeoutMs?: number;
+      pollMs?: number;
+      until?: (op: Operation<Input, Result>) => boolean;
+    } = {},
+  ): Promise<Operation<Input, Result>> {
     // A NaN here would poll the store every millisecond, for ever.
     const timeoutMs = bounded('timeoutMs', options.timeoutMs, 30_000, { min: 0 });
     const pollMs = bounded('pollMs', options.pollMs, 100, { min: 1, max: MAX_TIMER_MS });
-    const until = options.until ?? ((op: Operation) => isTerminal(op.state));
+    const until = options.until ?? ((op: Operation<Input, Result>) => isTerminal(op.state));
     const deadline = performance.now() + timeoutMs;
     for (;;) {
-      const op = await this.get(ref);
+      const op = await this.get<Input, Result>(ref);
       if (!op) throw new OperationNotFound(ref.tenant, ref.id);
       if (until(op)) return op;
       const left = deadline - performance.now();

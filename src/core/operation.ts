@@ -38,14 +38,18 @@ export interface EventView {
   detail: unknown;
 }
 
-export interface Operation {
+/**
+ * An operation as the engine reports it. `Input` and `Result` are `unknown` unless it came from a
+ * typed kind (`submit({ kind: charge, … })`, then `wait` on what that returned).
+ */
+export interface Operation<Input = unknown, Result = unknown> {
   tenant: string;
   id: string;
   kind: string;
   class: string;
   state: OperationState;
   digest: string;
-  input: unknown;
+  input: Input;
   /** Attempts started in the current attempt count. */
   attempt: number;
   maxAttempts: number;
@@ -55,7 +59,11 @@ export interface Operation {
   runAfter: string;
   deadlineAt: string | null;
   finishedAt: string | null;
-  result: unknown;
+  /**
+   * The handler's return value once succeeded (or what an operator recorded resolving it
+   * `succeeded`); null until then and in every other state.
+   */
+  result: Result | null;
   error: ErrorRecord | null;
   /** `requested`: a cancel is pending; `too_late`: an effect had begun, the operation ran on. */
   cancel: 'requested' | 'too_late' | null;

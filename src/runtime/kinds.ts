@@ -72,13 +72,28 @@ export interface KindDefinition<Schema extends StandardSchemaV1 = StandardSchema
   run(input: StandardSchemaV1.InferOutput<Schema>, ctx: OperationContext): Promise<Result> | Result;
 }
 
-export interface Kind {
+/** Never set: it carries a kind's types from `define` to `submit` and `wait`. */
+declare const KIND_TYPES: unique symbol;
+
+/**
+ * A defined kind, as `sluice.define` returns it. Pass it as a submit's `kind` and the input is
+ * checked at compile time against the schema, and the operation that comes back, and `wait` on
+ * it, carry the handler's result type. `Input` is what the schema takes (a submit's input);
+ * `Result` what the handler returns, stored as JSON.
+ */
+export interface Kind<Input = unknown, Result = unknown> {
   name: string;
   class: string;
   limits: ResolvedLimits;
   schema: StandardSchemaV1;
   run(input: unknown, ctx: OperationContext): Promise<unknown> | unknown;
+  readonly [KIND_TYPES]?: { input: Input; result: Result };
 }
+
+/** What a kind's submit takes: `InputOf<typeof charge>`. */
+export type InputOf<K> = K extends Kind<infer Input, unknown> ? Input : never;
+/** What a kind's handler returns, as its succeeded operation's `result`: `ResultOf<typeof charge>`. */
+export type ResultOf<K> = K extends Kind<unknown, infer Result> ? Result : never;
 
 const NAME = /^[a-z][a-z0-9_.-]{0,63}$/;
 /** What a kind may be named: a filter by a kind outside it is refused rather than sent to the store. */
