@@ -25,6 +25,7 @@
  */
 
 import type { EffectCharges } from '../admission/budgets.js';
+import { bounded, knownKeys, MAX_DURATION_MS } from '../core/bounds.js';
 import { assertPlainJson } from '../core/digest.js';
 import {
   EffectOutcomeUnknown,
@@ -77,9 +78,17 @@ export type LookupResult<T> =
   | { status: 'absent' }
   | { status: 'unknown' };
 
-export interface EffectOptions<T> {
+export interface EffectOptions<T, R = T> {
   /** Performs the effect under `key`. Throw `Permanent`, `Retryable`, `Ambiguous` or `EffectConflict`. */
   call(args: EffectCall): Promise<T>;
+  /**
+   * What the journal keeps of the provider's answer, and what `ctx.effect` returns on every
+   * attempt: plain JSON. Without it the answer itself is kept, and must be plain JSON. For an SDK
+   * that answers with `Date`s or class instances, or more than the handler needs:
+   * `record: (charge) => ({ id: charge.id, created: charge.created.toISOString() })`. It also
+   * receives a `lookup`'s answer. One that throws is an answer the journal cannot keep.
+   */
+  record?(result: T): R;
   /** Asks the provider whether an effect exists under `key`; authoritative answers only. */
   lookup?(args: {
     key: string;
@@ -149,9 +158,56 @@ export interface EffectRuntime {
 }
 
 const NAME = /^[A-Za-z0-9_.:-]{1,100}$/;
+const OPTION_KEYS = [
+  'call',
+  'record',
+  'lookup',
+  'retentionMs',
+  'reference',
+  'provider',
+  'cost',
+] as const satisfies ReadonlyArray<keyof EffectOptions<unknown>>;
+const FUNCTION_KEYS = ['call', 'record', 'lookup', 'reference'] as const;
+/** As a budget's provider is named: it labels the journal's row and the effect metrics. */
+const PROVIDER = /^[A-Za-z0-9_.-]{1,100}$/;
 
-export async function runEffect<T>(rt: EffectRuntime, name: string, options: EffectOptions<T>): Promise<T> {
-  if (!NAME.test(name)) throw new InvalidArgument(`effect name ${JSON.stringify(name)} must match ${NAME}`);
+/**
+ * The options a handler wrote, before anything is journaled: a misspelt key was its default
+ * without a word (`refrence`, `retention`), a missing `call` failed after the `pending` row, as a
+ * request that may have been sent, and a `retentionMs` of NaN read every recovery as out of the
+ * window. A handler's wrong call ends its operation `dead` (retry/classify.ts).
+ */
+function assertOptions(name: string, options: EffectOptions<unknown, unknown>): void {
+  knownKeys(`effect ${name}: options`, options, OPTION_KEYS);
+  for (const key of FUNCTION_KEYS) {
+    const value = options[key];
+    if (value !== undefined && typeof value !== 'function')
+      throw new InvalidArgument(`effect ${name}: ${key} must be a function, not ${typeof value}`);
+  }
+  if (options.call === undefined) throw new InvalidArgument(`effect ${name}: call is required`);
+  if (options.retentionMs !== undefined)
+    bounded(`effect ${name}: retentionMs`, options.retentionMs, 0, {
+      min: 1,
+      max: MAX_DURATION_MS,
+      integer: true,
+    });
+  if (
+    options.provider !== undefined &&
+    (typeof options.provider !== 'string' || !PROVIDER.test(options.provider))
+  )
+    throw new InvalidArgument(
+      `effect ${name}: provider ${JSON.stringify(options.provider) ?? String(options.provider)} must match ${PROVIDER}`,
+    );
+}
+
+export async function runEffect<T, R = T>(
+  rt: EffectRuntime,
+  name: string,
+  options: EffectOptions<T, R>,
+): Promise<R> {
+  if (typeof name !== 'string' || !NAME.test(name))
+    throw new InvalidArgument(`effect name ${JSON.stringify(name)} must match ${NAME}`);
+  assertOptions(name, options as EffectOptions<unknown, unknown>);
   rt.checkAlive();
   rt.stop.throwIfAborted();
   const info = { ...rt.failpointInfo, effect: name };
@@ -161,7 +217,7 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
   const known = rt.marks?.committed(name);
   if (known) {
     rt.onRepeat?.(name);
-    return known.result as T;
+    return known.result as R;
   }
   const refused = await rt.marks?.refusal(name);
   if (refused) throw failedAnswer(name, refused.error);
@@ -197,7 +253,7 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
   );
   rt.checkAlive();
   let row: EffectRow = begin.row;
-  if (row.state === 'committed') return row.result as T;
+  if (row.state === 'committed') return row.result as R;
   if (row.state === 'failed') throw failedAnswer(name, row.error);
 
   // `clean`: nothing sent under the key so far can have taken effect, so a definite refusal of
@@ -230,8 +286,9 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
       rt.checkAlive();
       rt.onCall?.(name, options.provider ?? null, `lookup-${found.status}`);
       if (found.status === 'committed') {
-        await commit(rt, name, found.result, keptReference(rt, name, found.result, options, found.reference));
-        return found.result;
+        const kept = recorded(name, found.result, options);
+        await commit(rt, name, kept, keptReference(rt, name, found.result, options, found.reference));
+        return kept;
       }
       if (found.status === 'absent') {
         await rt.journal.mark({ lease: rt.lease, name, state: 'absent' });
@@ -310,8 +367,26 @@ export async function runEffect<T>(rt: EffectRuntime, name: string, options: Eff
   rt.onCall?.(name, options.provider ?? null, 'committed');
   await hit(rt, 'effect.after-call', info);
   rt.checkAlive();
-  await commit(rt, name, result, keptReference(rt, name, result, options));
-  return result;
+  const kept = recorded(name, result, options);
+  await commit(rt, name, kept, keptReference(rt, name, result, options));
+  return kept;
+}
+
+/**
+ * What the journal keeps of an answer: `record`'s projection, or the answer. The provider has
+ * acted, so a `record` that throws is the ending of an answer that is not JSON: the row stays
+ * `pending` and the operation waits for a person, nothing sent again.
+ */
+function recorded<T, R>(name: string, result: T, options: EffectOptions<T, R>): R {
+  if (options.record === undefined) return result as unknown as R;
+  try {
+    return options.record(result);
+  } catch (error) {
+    throw new Permanent(
+      `the result of effect ${name} cannot be recorded: record() threw: ${error instanceof Error ? error.message : String(error)}`,
+      { code: 'effect-result-not-json' },
+    );
+  }
 }
 
 /** The provider's recorded refusal, thrown again to a later call of the same effect. */
@@ -330,11 +405,11 @@ export const MAX_REFERENCE_CHARS = 500;
  * other attempt's mark and end in the same batch, and the effect would stay `pending` and be sent
  * again. The effect is recorded committed without a reference, and the worker says why.
  */
-function keptReference<T>(
+function keptReference<T, R>(
   rt: EffectRuntime,
   name: string,
   result: T,
-  options: EffectOptions<T>,
+  options: EffectOptions<T, R>,
   given?: string | null,
 ): string | null {
   let value: unknown = given;
@@ -405,7 +480,8 @@ async function commit(
     // operation fails, which a pending effect turns into `needs_reconciliation`: nothing is
     // sent again.
     throw new Permanent(
-      `the result of effect ${name} is not plain JSON: ${isInputNotJson(error) ? error.reason : (error as Error).message}`,
+      `the result of effect ${name} is not plain JSON: ${isInputNotJson(error) ? error.reason : (error as Error).message}; ` +
+        'record: (answer) => ({ …the plain fields you need }) keeps what the journal can replay',
       {
         code: 'effect-result-not-json',
       },

@@ -82,7 +82,8 @@ export class OperationContext {
 
   /**
    * Performs an external effect at most once per operation, whatever crashes or retries happen
-   * (see docs/effect-protocol.md). The result must be plain JSON: it is journaled. A second
+   * (see docs/effect-protocol.md). The result must be plain JSON, or `record` makes it so: it is
+   * journaled, and what a later attempt gets back. A second
    * call of the same name while the first is under way gets the first's result.
    *
    * @example
@@ -93,7 +94,7 @@ export class OperationContext {
    * });
    * ```
    */
-  effect<T>(name: string, options: EffectOptions<T>): Promise<T> {
+  effect<T, R = T>(name: string, options: EffectOptions<T, R>): Promise<R> {
     const runtime = this.#hooks.effectRuntime;
     // A second call of the same name while the first runs joins it (effects/inflight.ts).
     return this.#hooks.effects.run(name, () =>
