@@ -126,6 +126,7 @@ const STORE_PROBLEMS = [
   'store-statement-timeout',
   'store-unique-violation',
   'store-not-migrated',
+  'store-closed',
   'store-unknown',
 ];
 

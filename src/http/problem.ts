@@ -129,6 +129,9 @@ export const PROBLEMS: Record<string, ProblemSpec> & Record<HttpProblemCode, Pro
     title: 'The store is not migrated to this build',
     retryAfterMs: STORE_RETRY_MS,
   },
+  // Only a process shutting down meets it (the service closes its store after its server): to
+  // the client, the server going away, for another (or this one restarted) to answer.
+  'store-closed': { status: 503, title: 'The server has closed its store', retryAfterMs: 1000 },
   'store-unknown': { status: 500, title: 'The store failed' },
   // Attempt and operation outcomes (docs/errors.md, second table): they describe how an
   // operation ended and appear in its `error`; no API call raises them.

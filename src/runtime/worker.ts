@@ -28,7 +28,7 @@ import type { Logger } from 'pino';
 import type { ProviderBudgets } from '../admission/budgets.js';
 import type { RetryBudgetConfig } from '../admission/retry-budget.js';
 import { bounded, MAX_TIMER_MS } from '../core/bounds.js';
-import { InvalidArgument, isStoreError, WorkerShutdown } from '../core/errors/index.js';
+import { InvalidArgument, isStoreClosed, isStoreError, WorkerShutdown } from '../core/errors/index.js';
 import type { EffectKeyFn } from '../effects/effect-key.js';
 import { batchedJournal } from '../effects/journal.js';
 import type { Journal } from '../effects/run-effect.js';
@@ -540,6 +540,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
         if (failures > 0) this.log.info({ class: cls, failures }, 'claims answer again');
         failures = 0;
       } catch (error) {
+        // Closed under it (the store's owner closed it before stopping this worker): it never
+        // answers again, and the back-off would log a failure a minute for ever.
+        if (isStoreClosed(error)) {
+          this.log.error({ class: cls }, 'the store is closed: this worker claims no more; stop it');
+          return;
+        }
         failures++;
         const delay = Math.min(5000, 100 * 2 ** Math.min(failures, 6));
         // Each failure while the back-off grows, then one a minute: an outage of hours must not

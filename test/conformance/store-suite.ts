@@ -21,6 +21,7 @@
 import { describe, expect, it } from 'vitest';
 import { admissionCases } from './cases/admission.js';
 import { batchCases } from './cases/batches.js';
+import { closedCases } from './cases/closed.js';
 import { effectCases } from './cases/effects.js';
 import { finishCases } from './cases/finish.js';
 import { identityCases } from './cases/identity.js';
@@ -93,6 +94,7 @@ export function describeStoreConformance(
     schedulingCases(root);
     admissionCases(root);
     batchCases(root);
+    closedCases(root);
 
     it('every skip names a case of the suite and gives a reason', () => {
       for (const skip of skips) {

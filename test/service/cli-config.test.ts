@@ -41,9 +41,12 @@ describe('sluice migrate and ops with --config', () => {
       expect(early.message).toMatch(/never migrated: run `sluice migrate --db '?postgres/);
 
       const migrated = cli('migrate', '--config', file);
-      expect([migrated.status, migrated.stdout.trim()]).toEqual([0, 'migrated (postgres)']);
       const status = await pg.store({ schema }).migrationStatus();
       expect(status.applied).toBe(status.latest);
+      expect([migrated.status, migrated.stdout.trim()]).toEqual([
+        0,
+        `migrated (postgres, schema "${schema}", version ${status.latest})`,
+      ]);
 
       const listed = cli('ops', 'list', '--config', file);
       expect([listed.status, listed.stdout.trim()]).toEqual([0, '(no operations)']);

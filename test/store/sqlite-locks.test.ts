@@ -174,7 +174,7 @@ describe('the SQLite store on a file it cannot use', () => {
     expect(isSluiceError(error) && [error.code, error.retryable]).toEqual(['store-unknown', false]);
   });
 
-  it('answers store-unavailable, classified, from every call on a closed store', async () => {
+  it('answers store-closed, not retryable, from every call on a closed store', async () => {
     const path = join(folder(), 'sluice.db');
     const store = sqliteStore({ path });
     await store.migrate();
@@ -185,7 +185,7 @@ describe('the SQLite store on a file it cannot use', () => {
       () => store.operationClaimMany({ class: 'default', owner: 'w', limit: 1, leaseMs: 1000 }),
     ]) {
       const closed = await failure(call());
-      expect(closed.code).toBe('store-unavailable');
+      expect([closed.code, closed.retryable]).toEqual(['store-closed', false]);
     }
   });
 

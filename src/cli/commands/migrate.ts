@@ -1,5 +1,6 @@
 /** @module cli/commands/migrate — `sluice migrate`: applies the store's pending migrations. */
 import type { Command } from 'commander';
+import type { PostgresStore } from '../../store/postgres/index.js';
 import { ignoredConfigNote, openStoreFromFlags, STORE_OPTIONS, type StoreFlags } from '../open-store.js';
 
 export function migrateCommand(program: Command): void {
@@ -13,7 +14,12 @@ export function migrateCommand(program: Command): void {
       const { store } = opened;
       try {
         await store.migrate();
-        console.log(`migrated (${store.dialect})`);
+        // Where it went: a URL alone migrates the default schema, which a user who meant another
+        // (set in a config they did not pass) would otherwise not learn.
+        const { applied } = await store.migrationStatus();
+        const where =
+          store.dialect === 'postgres' ? `, schema "${(store as PostgresStore).context.schema}"` : '';
+        console.log(`migrated (${store.dialect}${where}, version ${applied})`);
         // Migrated, perhaps, into another schema than the service's: said, not refused, since a
         // config beside a store named outright may well set none.
         const note = store.dialect === 'postgres' ? ignoredConfigNote(opened) : undefined;

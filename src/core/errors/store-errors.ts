@@ -14,6 +14,7 @@ export type StoreErrorReason =
   | 'statement-timeout'
   | 'schema-newer'
   | 'not-migrated'
+  | 'closed'
   | 'unknown';
 
 const RETRYABLE: Record<StoreErrorReason, boolean> = {
@@ -25,6 +26,8 @@ const RETRYABLE: Record<StoreErrorReason, boolean> = {
   'schema-newer': false,
   // Another process may be migrating it now (`sluice serve` does at start).
   'not-migrated': true,
+  // Closed by this process: it never opens again, and a caller that retried it would loop for ever.
+  closed: false,
   unknown: false,
 };
 
@@ -44,3 +47,5 @@ export function isStoreError(value: unknown): value is StoreError {
 }
 export const isStoreUnavailable = (e: unknown): e is StoreError =>
   isStoreError(e) && e.reason === 'unavailable';
+/** A call made on a store after its `close()` (or `sluice.close()`): a mistake, never retried. */
+export const isStoreClosed = (e: unknown): e is StoreError => isStoreError(e) && e.reason === 'closed';

@@ -25,6 +25,7 @@ import type pg from 'pg';
 import { bounded, MAX_TIMER_MS } from '../../core/bounds.js';
 import type { Clock } from '../../core/clock.js';
 import { InvalidArgument, isStoreError } from '../../core/errors/index.js';
+import { storeClosed } from '../closed.js';
 import { pgDriver } from './driver.js';
 import { classifyPgError } from './errors.js';
 
@@ -97,6 +98,10 @@ export interface PgContext {
   /** Whether the store raises `synchronous_commit = off` (`durableCommits`). */
   readonly durableCommits: boolean;
   readonly clock: Clock | undefined;
+  /** Whether the store was closed: every call is then refused with `store-closed` (store/closed.ts). */
+  readonly closed: boolean;
+  /** Refuses every later call. A pool passed in stays open: it is the caller's to end. */
+  markClosed(): void;
   /** The `$now` parameter: the injected clock's time, or null for the server's clock. */
   now(): number | null;
   /** One statement in its own transaction on a pooled connection; deadlocks are retried. */
@@ -245,6 +250,9 @@ export function openPostgres(options: PostgresOptions): PgContext {
       return res.rows as R[];
     };
 
+  /** Set by `close()`: see store/closed.ts. */
+  let closed = false;
+
   /**
    * A connection the server refuses for want of room (53300: its `max_connections`, or the role's
    * `CONNECTION LIMIT`, is reached) is waited for, as the pool waits for one of its own when all
@@ -252,6 +260,9 @@ export function openPostgres(options: PostgresOptions): PgContext {
    * passed since the call asked, with a jittered back-off between tries.
    */
   const checkout = async (): Promise<pg.PoolClient> => {
+    // Where the store's statements get their connection. A pool passed in would still hand one
+    // out after `close()`, and an ended pool's refusal reads as a lost connection (retryable).
+    if (closed) throw storeClosed('PostgreSQL');
     const deadline = performance.now() + connectTimeoutMs;
     let client: pg.PoolClient;
     for (let pause = FULL_FIRST_PAUSE_MS; ; pause = Math.min(pause * 2, FULL_MAX_PAUSE_MS)) {
@@ -259,6 +270,8 @@ export function openPostgres(options: PostgresOptions): PgContext {
         client = await thePool.connect();
         break;
       } catch (error) {
+        // Waiting for a connection when the store closed: its pool ended under the wait.
+        if (closed) throw storeClosed('PostgreSQL', error);
         const code = (error as { code?: unknown } | null)?.code;
         const wait = pause * (0.5 + Math.random() / 2);
         if (code !== '53300' || performance.now() + wait > deadline) throw classifyPgError(error);
@@ -333,6 +346,12 @@ export function openPostgres(options: PostgresOptions): PgContext {
     listenUrl: options.listenUrl,
     durableCommits: options.durableCommits !== false,
     clock: options.clock,
+    get closed() {
+      return closed;
+    },
+    markClosed() {
+      closed = true;
+    },
     now: () => (options.clock ? options.clock.now() : null),
     query: (sql, values) => single(sql, values, false),
     queryEach: (sql, values) => single(sql, values, true),
@@ -359,6 +378,7 @@ export function openPostgres(options: PostgresOptions): PgContext {
     on: (client) => {
       const q = run(client);
       return async (sql, values) => {
+        if (closed) throw storeClosed('PostgreSQL');
         try {
           return await q(sql, values);
         } catch (error) {

@@ -19,8 +19,10 @@
  * the row every submit and claim of the class moves (0031_class_deltas.sql).
  */
 import { knownKeys } from '../../core/bounds.js';
+import { storeClosed } from '../closed.js';
 import type { Store } from '../store.js';
 import type { ListParams, QueueStat, SubmitOutcome, SubmitParams } from '../types.js';
+import { warnIfAutovacuumOff } from './autovacuum.js';
 import { budgetUsage } from './budgets.js';
 import { claimMany } from './claim.js';
 import { openPostgres, type PgContext, type PostgresOptions } from './connection.js';
@@ -98,6 +100,7 @@ export function postgresStore(options: PostgresOptions): PostgresStore {
   knownKeys('postgresStore options', options, OPTION_KEYS);
   const ctx = openPostgres(options);
   const subscriptions = new Set<() => Promise<void>>();
+  let autovacuumChecked = false;
   const list = (p: ListParams) => {
     const where: string[] = ['seq > $1'];
     const values: unknown[] = [p.after ?? 0];
@@ -129,14 +132,22 @@ export function postgresStore(options: PostgresOptions): PostgresStore {
     dialect: 'postgres',
     context: ctx,
     announcesWork: ctx.notify,
-    migrate: () => migratePostgres(ctx),
+    async migrate() {
+      await migratePostgres(ctx);
+      // Once per store, where a service or `sluice migrate` starts: see autovacuum.ts.
+      if (autovacuumChecked) return;
+      autovacuumChecked = true;
+      await warnIfAutovacuumOff(ctx);
+    },
     migrationStatus: () => migrationStatusPostgres(ctx),
     async close() {
+      ctx.markClosed();
       await Promise.all([...subscriptions].map((stop) => stop()));
       subscriptions.clear();
       if (ctx.ownsPool && !ctx.pool.ending) await ctx.pool.end();
     },
     async now() {
+      if (ctx.closed) throw storeClosed('PostgreSQL');
       if (ctx.clock) return ctx.clock.now();
       const [row] = await ctx.query<{ now: string }>(
         'SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now',
@@ -234,7 +245,14 @@ export function postgresStore(options: PostgresOptions): PostgresStore {
     countersFold: () => foldClassDeltas(ctx),
     retentionPurge: (p) => purge(ctx, p),
     async subscribe(onClass, subscribeOptions) {
+      // The listening connection is the store's own, not the pool's: no checkout refuses it.
+      if (ctx.closed) throw storeClosed('PostgreSQL');
       const stop = await subscribe(ctx, onClass, subscribeOptions);
+      // Closed while it connected: `close()` stopped the others, and would never see this one.
+      if (ctx.closed) {
+        await stop();
+        throw storeClosed('PostgreSQL');
+      }
       const tracked = async () => {
         subscriptions.delete(tracked);
         await stop();

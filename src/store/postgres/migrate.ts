@@ -13,6 +13,7 @@
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { InvalidArgument, StoreError } from '../../core/errors/index.js';
+import { storeClosed } from '../closed.js';
 import { loadMigrations, type MigrationStatus, migrationFailed, schemaNewerError } from '../migrations.js';
 import type { PgContext, Query } from './connection.js';
 import { classifyPgError } from './errors.js';
@@ -25,11 +26,13 @@ const DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
  */
 export async function migratePostgres(ctx: PgContext): Promise<void> {
   const migrations = loadMigrations(DIR);
+  // Its own connection, not `checkout`'s: so its own check of a closed store.
+  if (ctx.closed) throw storeClosed('PostgreSQL');
   let client: pg.PoolClient;
   try {
     client = await ctx.pool.connect();
   } catch (error) {
-    throw classifyPgError(error);
+    throw ctx.closed ? storeClosed('PostgreSQL', error) : classifyPgError(error);
   }
   const s = ctx.quoted;
   let failed: unknown;

@@ -23,6 +23,7 @@ import {
   type StoreErrorReason,
 } from '../../core/errors/index.js';
 import { makeFolder } from '../../core/make-folder.js';
+import { storeClosed } from '../closed.js';
 import { BUSY_SPIN_MS } from './busy.js';
 import { sqliteDriver } from './driver.js';
 
@@ -104,9 +105,10 @@ export function classifySqliteError(error: unknown): unknown {
       return new StoreError('not-migrated', `SQLite: ${message} (${MIGRATE_HINT})`, { cause: error });
     if (code.startsWith('SQLITE_')) return new StoreError('unknown', `SQLite: ${message}`, { cause: error });
   }
-  if (error instanceof TypeError && /database connection is not open/.test(message)) {
-    return new StoreError('unavailable', 'SQLite: the store is closed', { cause: error });
-  }
+  // Only the store's own connection gets here closed (a handle given as `tx` is refused first,
+  // being in no transaction): a call that waited for the lock while the store was closed.
+  if (error instanceof TypeError && /database connection is not open/.test(message))
+    return storeClosed('SQLite', error);
   return error;
 }
 

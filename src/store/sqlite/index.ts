@@ -10,6 +10,7 @@ import { resolve as resolvePath } from 'node:path';
 import { knownKeys } from '../../core/bounds.js';
 import { systemClock } from '../../core/clock.js';
 import { InvalidArgument } from '../../core/errors/index.js';
+import { storeClosed } from '../closed.js';
 import type { Store } from '../store.js';
 import type { LeaseRef, ListedOperation, ListParams, QueueStat } from '../types.js';
 import { budgetUsage } from './budgets.js';
@@ -104,14 +105,21 @@ export function sqliteStore(options: SqliteOptions): SqliteStore {
       listedBytes: r.listed_bytes,
     }));
   const busy = new BusyQueue(ctx.busyTimeoutMs);
-  const resolve = <T>(fn: () => T): Promise<T> => busy.run(fn);
+  // Checked before every call, `now()` included: better-sqlite3's own refusal of a closed
+  // database comes only from the calls that reach SQLite.
+  let closed = false;
+  const resolve = <T>(fn: () => T): Promise<T> =>
+    closed ? Promise.reject(storeClosed('SQLite')) : busy.run(fn);
   return {
     dialect: 'sqlite',
     context: ctx,
     migrate: () => resolve(() => migrateSqlite(ctx)),
     migrationStatus: () => resolve(() => ctx.read(() => migrationStatusSqlite(ctx))),
-    close: () => resolve(() => void (ctx.db.open && ctx.db.close())),
-    now: () => Promise.resolve(ctx.clock.now()),
+    close: () => {
+      closed = true;
+      return busy.run(() => void (ctx.db.open && ctx.db.close()));
+    },
+    now: () => resolve(() => ctx.clock.now()),
     subscribe: (onClass, subscribeOptions) =>
       resolve(() => {
         // A private database (in memory, or a temporary file) has no other connection to hear from.

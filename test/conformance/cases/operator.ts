@@ -6,7 +6,6 @@
  */
 import { expect } from 'vitest';
 import { canonicalJson } from '../../../src/core/digest.js';
-import { isSluiceError } from '../../../src/core/errors/index.js';
 import { isTerminal, type OperationState } from '../../../src/core/states.js';
 import {
   allOperations,
@@ -84,34 +83,6 @@ async function oneOfEach(fx: StoreFixture): Promise<OperationState[]> {
 
 export function operatorCases(t: CaseRegistry): void {
   t.group('listing', (g) => {
-    g.test('a closed store answers every read with store-unavailable', async ({ store }) => {
-      await store.close();
-      const codeOf = async (call: () => Promise<unknown>) => {
-        try {
-          await call();
-          return 'answered';
-        } catch (error) {
-          return isSluiceError(error) ? error.code : `unclassified: ${String(error)}`;
-        }
-      };
-      expect({
-        operationGet: await codeOf(() => store.operationGet(ref)),
-        operationList: await codeOf(() => store.operationList({ limit: 1 })),
-        queueStats: await codeOf(() => store.queueStats()),
-        classStats: await codeOf(() => store.classStats()),
-        retryBudgetStats: await codeOf(() => store.retryBudgetStats({ windowMs: 60_000 })),
-        budgetUsage: await codeOf(() => store.budgetUsage({ since: 0 })),
-      }).toEqual({
-        operationGet: 'store-unavailable',
-        operationList: 'store-unavailable',
-        queueStats: 'store-unavailable',
-        classStats: 'store-unavailable',
-        retryBudgetStats: 'store-unavailable',
-        budgetUsage: 'store-unavailable',
-      });
-      return 'closed';
-    });
-
     g.test(
       'by tenant and state, live or settled, and by kind, in submission order, a page at a time',
       async (fx) => {
