@@ -5,7 +5,7 @@
  * nor a database driver before a store of that kind is opened: they are most of a process's
  * start-up, which a worker restarted after a crash waits through.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -64,5 +64,19 @@ describe('the package entry points', () => {
   it('sluice/testing holds the provider stub and the failpoints', () => {
     const { exports } = load('sluice/testing');
     expect(exports).toEqual(expect.arrayContaining(['CRASH_POINTS', 'ProviderClient']));
+  });
+
+  it('a CommonJS program requires each entry, with no warning', () => {
+    // Node from 20.19 loads an ES module with require(); the exports' `default` condition lets
+    // it, where `import` alone answered ERR_PACKAGE_PATH_NOT_EXPORTED after TypeScript had
+    // compiled the require() without a word.
+    const script = `
+      const names = ['sluice', 'sluice/service', 'sluice/testing'].map((e) => Object.keys(require(e)).length);
+      console.log(JSON.stringify(names));`;
+    const run = spawnSync(process.execPath, ['--input-type=commonjs', '-e', script], { cwd: ROOT });
+    expect(run.stderr.toString()).toBe('');
+    const counts: number[] = JSON.parse(run.stdout.toString());
+    expect(counts.every((n) => n > 0)).toBe(true);
+    expect(run.status).toBe(0);
   });
 });
