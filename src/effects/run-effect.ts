@@ -86,9 +86,10 @@ export interface EffectOptions<T, R = T> {
    * attempt: plain JSON. Without it the answer itself is kept, and must be plain JSON. For an SDK
    * that answers with `Date`s or class instances, or more than the handler needs:
    * `record: (charge) => ({ id: charge.id, created: charge.created.toISOString() })`. It also
-   * receives a `lookup`'s answer. One that throws is an answer the journal cannot keep.
+   * receives a `lookup`'s answer. It may be async. One that throws (or rejects) is an answer the
+   * journal cannot keep.
    */
-  record?(result: T): R;
+  record?(result: T): R | Promise<R>;
   /** Asks the provider whether an effect exists under `key`; authoritative answers only. */
   lookup?(args: {
     key: string;
@@ -177,8 +178,16 @@ const PROVIDER = /^[A-Za-z0-9_.-]{1,100}$/;
  * request that may have been sent, and a `retentionMs` of NaN read every recovery as out of the
  * window. A handler's wrong call ends its operation `dead` (retry/classify.ts).
  */
-function assertOptions(name: string, options: EffectOptions<unknown, unknown>): void {
-  knownKeys(`effect ${name}: options`, options, OPTION_KEYS);
+export function assertEffectCall(name: string, options: EffectOptions<unknown, unknown>): void {
+  if (typeof name !== 'string' || !NAME.test(name))
+    throw new InvalidArgument(`effect name ${JSON.stringify(name)} must match ${NAME}`);
+  if (typeof options !== 'object' || options === null)
+    throw new InvalidArgument(`effect ${name}: options must be an object, not ${String(options)}`);
+  // The keys of a literal (or of an object made as one); an instance of a class of the caller's
+  // own may carry fields of its own beside its methods.
+  const proto: unknown = Object.getPrototypeOf(options);
+  if (proto === Object.prototype || proto === null)
+    knownKeys(`effect ${name}: options`, options, OPTION_KEYS);
   for (const key of FUNCTION_KEYS) {
     const value = options[key];
     if (value !== undefined && typeof value !== 'function')
@@ -186,11 +195,8 @@ function assertOptions(name: string, options: EffectOptions<unknown, unknown>): 
   }
   if (options.call === undefined) throw new InvalidArgument(`effect ${name}: call is required`);
   if (options.retentionMs !== undefined)
-    bounded(`effect ${name}: retentionMs`, options.retentionMs, 0, {
-      min: 1,
-      max: MAX_DURATION_MS,
-      integer: true,
-    });
+    // Compared with a time, never stored: a product of hours need not be a whole number.
+    bounded(`effect ${name}: retentionMs`, options.retentionMs, 0, { min: 1, max: MAX_DURATION_MS });
   if (
     options.provider !== undefined &&
     (typeof options.provider !== 'string' || !PROVIDER.test(options.provider))
@@ -205,9 +211,7 @@ export async function runEffect<T, R = T>(
   name: string,
   options: EffectOptions<T, R>,
 ): Promise<R> {
-  if (typeof name !== 'string' || !NAME.test(name))
-    throw new InvalidArgument(`effect name ${JSON.stringify(name)} must match ${NAME}`);
-  assertOptions(name, options as EffectOptions<unknown, unknown>);
+  assertEffectCall(name, options as EffectOptions<unknown, unknown>);
   rt.checkAlive();
   rt.stop.throwIfAborted();
   const info = { ...rt.failpointInfo, effect: name };
@@ -286,9 +290,9 @@ export async function runEffect<T, R = T>(
       rt.checkAlive();
       rt.onCall?.(name, options.provider ?? null, `lookup-${found.status}`);
       if (found.status === 'committed') {
-        const kept = recorded(name, found.result, options);
+        const kept = await recorded(name, found.result, options);
         await commit(rt, name, kept, keptReference(rt, name, found.result, options, found.reference));
-        return kept;
+        return (kept ?? null) as R;
       }
       if (found.status === 'absent') {
         await rt.journal.mark({ lease: rt.lease, name, state: 'absent' });
@@ -367,9 +371,10 @@ export async function runEffect<T, R = T>(
   rt.onCall?.(name, options.provider ?? null, 'committed');
   await hit(rt, 'effect.after-call', info);
   rt.checkAlive();
-  const kept = recorded(name, result, options);
+  const kept = await recorded(name, result, options);
   await commit(rt, name, kept, keptReference(rt, name, result, options));
-  return kept;
+  // What a later attempt gets back: the journal keeps `undefined` as null.
+  return (kept ?? null) as R;
 }
 
 /**
@@ -377,10 +382,10 @@ export async function runEffect<T, R = T>(
  * acted, so a `record` that throws is the ending of an answer that is not JSON: the row stays
  * `pending` and the operation waits for a person, nothing sent again.
  */
-function recorded<T, R>(name: string, result: T, options: EffectOptions<T, R>): R {
+async function recorded<T, R>(name: string, result: T, options: EffectOptions<T, R>): Promise<R> {
   if (options.record === undefined) return result as unknown as R;
   try {
-    return options.record(result);
+    return await options.record(result);
   } catch (error) {
     throw new Permanent(
       `the result of effect ${name} cannot be recorded: record() threw: ${error instanceof Error ? error.message : String(error)}`,

@@ -6,6 +6,7 @@
  * call is one short transaction over a bounded batch, and the stores serialise them.
  */
 import type { Logger } from 'pino';
+import { isStoreClosed } from '../core/errors/index.js';
 import type { Store } from '../store/store.js';
 import type { RescuedOperation } from '../store/types.js';
 
@@ -52,6 +53,13 @@ export class PeriodicTask {
           this.failures = 0;
         },
         (error) => {
+          // A store closed under it never answers again: said once, and the task stops.
+          if (isStoreClosed(error)) {
+            this.log.error({ task: this.name }, 'the store is closed: this maintenance task stops');
+            if (this.timer) clearInterval(this.timer);
+            this.timer = undefined;
+            return;
+          }
           this.failures++;
           // Back off: skip 1, 3, 7… ticks (at most 63) before trying again.
           this.skip = Math.min(63, 2 ** Math.min(this.failures, 6) - 1);

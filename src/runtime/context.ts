@@ -11,7 +11,12 @@
  */
 import type { Logger } from 'pino';
 import type { InflightEffects } from '../effects/inflight.js';
-import { type EffectOptions, type EffectRuntime, runEffect } from '../effects/run-effect.js';
+import {
+  assertEffectCall,
+  type EffectOptions,
+  type EffectRuntime,
+  runEffect,
+} from '../effects/run-effect.js';
 import { loggedEffect } from './helpers/effect-log.js';
 import { type ExecOptions, type ExecResult, exec } from './helpers/exec.js';
 import { boundFetch } from './helpers/fetch.js';
@@ -95,6 +100,12 @@ export class OperationContext {
    * ```
    */
   effect<T, R = T>(name: string, options: EffectOptions<T, R>): Promise<R> {
+    // Before a call of the same name under way is joined: a wrong call is refused, not hidden.
+    try {
+      assertEffectCall(name, options as EffectOptions<unknown, unknown>);
+    } catch (error) {
+      return Promise.reject(error);
+    }
     const runtime = this.#hooks.effectRuntime;
     // A second call of the same name while the first runs joins it (effects/inflight.ts).
     return this.#hooks.effects.run(name, () =>

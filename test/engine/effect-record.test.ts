@@ -54,6 +54,34 @@ describe('an effect with record', () => {
     expect([effect?.state, effect?.result, effect?.reference]).toEqual(['committed', kept, 'ch_1']);
   });
 
+  it('awaits an async record, and gives null for undefined live as replayed', async () => {
+    h = await harness();
+    const seen: unknown[][] = [];
+    h.sluice.define('job', {
+      input: z.object({}),
+      limits: fast,
+      async run(_input, ctx) {
+        const kept = await ctx.effect('charge', {
+          call: async () => new Charge('ch_1', new Date(0)),
+          record: async (c) => ({ id: c.id }),
+        });
+        expectTypeOf(kept).toEqualTypeOf<{ id: string }>();
+        const nothing = await ctx.effect('notify', { call: async () => 'sent', record: () => undefined });
+        seen.push([kept, nothing]);
+        if (ctx.attempt === 1) throw new Retryable('after both');
+        return kept;
+      },
+    });
+    h.worker().start();
+    await h.sluice.submit({ ...ref('async'), kind: 'job', input: {} });
+    const done = await h.sluice.wait(ref('async'));
+    expect([done.state, done.result]).toEqual(['succeeded', { id: 'ch_1' }]);
+    expect(seen).toEqual([
+      [{ id: 'ch_1' }, null],
+      [{ id: 'ch_1' }, null],
+    ]);
+  });
+
   it('records a lookup’s answer through it too', async () => {
     h = await harness();
     let calls = 0;
@@ -161,6 +189,51 @@ describe('an effect’s options, checked before anything is journaled', () => {
     expect([done.state, done.error?.code, sent]).toEqual(['dead', 'invalid-argument', 0]);
     expect(done.error?.message).toContain(message);
     expect(await h.store.effectList(ref('wrong'))).toEqual([]);
+  });
+
+  it('takes options made by a class of the caller’s, and a retentionMs that is not whole', async () => {
+    h = await harness();
+    class ChargeCall {
+      constructor(
+        private readonly amount: number,
+        readonly retentionMs = 1.1 * 3_600_000, // 3960000.0000000005
+      ) {}
+      async call() {
+        return { id: `ch_${this.amount}` };
+      }
+    }
+    h.sluice.define('job', {
+      input: z.object({}),
+      async run(_input, ctx) {
+        return ctx.effect('charge', new ChargeCall(5));
+      },
+    });
+    h.worker().start();
+    await h.sluice.submit({ ...ref('instance'), kind: 'job', input: {} });
+    const done = await h.sluice.wait(ref('instance'));
+    expect([done.state, done.result]).toEqual(['succeeded', { id: 'ch_5' }]);
+  });
+
+  it('refuses a wrong call that would have joined one of the same name under way', async () => {
+    h = await harness();
+    let calls = 0;
+    h.sluice.define('job', {
+      input: z.object({}),
+      async run(_input, ctx) {
+        const first = ctx.effect('charge', { call: async () => ({ id: `ch_${++calls}` }) });
+        const second = ctx.effect('charge', { refrence: () => 'x' } as never);
+        const [a, b] = await Promise.allSettled([first, second]);
+        return { a: a.status, b: b.status === 'rejected' ? (b.reason as { code: string }).code : 'answered' };
+      },
+    });
+    h.worker().start();
+    await h.sluice.submit({ ...ref('joined'), kind: 'job', input: {} });
+    const done = await h.sluice.wait(ref('joined'));
+    expect([done.state, done.result, calls]).toEqual([
+      'succeeded',
+      { a: 'fulfilled', b: 'invalid-argument' },
+      1,
+    ]);
   });
 
   it('takes the longest retentionMs and every documented key', async () => {

@@ -83,6 +83,26 @@ describe("PostgreSQL: closing around a call, and a pool of the caller's", () => 
     await closing;
   });
 
+  it("a call waiting for a connection of the caller's pool when the store closes writes nothing", async () => {
+    const pool = new pg.Pool({ connectionString: db.url, max: 1 });
+    try {
+      const schema = db.freshSchema();
+      const store = postgresStore({ pool, schema });
+      await store.migrate();
+      // The pool's one connection, held: the submit waits for it. The store closes meanwhile; the
+      // pool is its owner's and stays open, so the connection reaches the waiting call after.
+      const held = await pool.connect();
+      const waiting = outcome(store.operationSubmitMany([submitParams({ id: 'after-close' })]));
+      await store.close();
+      held.release();
+      expect(await waiting).toBe(CLOSED);
+      const rows = await pool.query(`SELECT id FROM "${schema}".operations`);
+      expect(rows.rows).toEqual([]);
+    } finally {
+      await pool.end();
+    }
+  });
+
   it('closed while it connects to listen, subscribe fails store-closed rather than listen past the close', async () => {
     const store = db.store();
     await store.migrate();

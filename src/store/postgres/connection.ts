@@ -268,7 +268,6 @@ export function openPostgres(options: PostgresOptions): PgContext {
     for (let pause = FULL_FIRST_PAUSE_MS; ; pause = Math.min(pause * 2, FULL_MAX_PAUSE_MS)) {
       try {
         client = await thePool.connect();
-        break;
       } catch (error) {
         // Waiting for a connection when the store closed: its pool ended under the wait.
         if (closed) throw storeClosed('PostgreSQL', error);
@@ -276,7 +275,15 @@ export function openPostgres(options: PostgresOptions): PgContext {
         const wait = pause * (0.5 + Math.random() / 2);
         if (code !== '53300' || performance.now() + wait > deadline) throw classifyPgError(error);
         await new Promise((resolve) => setTimeout(resolve, wait));
+        continue;
       }
+      // Handed a connection after the store closed, as a pool passed in still does: nothing of
+      // the call may reach the database.
+      if (closed) {
+        client.release();
+        throw storeClosed('PostgreSQL');
+      }
+      break;
     }
     if (!guarded.has(client)) {
       // A checked-out connection that dies emits 'error' besides failing its query.
