@@ -73,6 +73,13 @@ export interface SluiceConfig {
     /** Requests one tenant may have in progress at once on this process (default 64; false: no cap). */
     maxRequestsPerTenant?: number | false;
     /**
+     * Listings (`GET /v1/operations`) one tenant, or one admin key across tenants, may have in
+     * progress at once on this process (default 2; false: no cap).
+     */
+    maxListingsPerTenant?: number | false;
+    /** Connections held open at once, before and after authentication (default 1,000). */
+    maxConnections?: number;
+    /**
      * On SIGTERM, how long the API keeps answering (new work refused with 503, `/readyz` 503,
      * reads answered) before it closes its port: the time a load balancer needs to stop sending
      * it requests. At most the shutdown's grace. Default 5 s; 0 closes at once.
@@ -211,6 +218,8 @@ const SECTION_KEYS: Record<string, Set<string>> = {
     bodyLimitBytes: true,
     metricsAuth: true,
     maxRequestsPerTenant: true,
+    maxListingsPerTenant: true,
+    maxConnections: true,
     drainMs: true,
   }),
   auth: keysOf<NonNullable<SluiceConfig['auth']>>({ tenants: true, admin: true }),

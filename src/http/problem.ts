@@ -88,6 +88,11 @@ const HTTP_PROBLEMS = {
     title: 'The tenant has too many requests in progress',
     retryAfterMs: 1000,
   },
+  'too-many-listings': {
+    status: 429,
+    title: 'Too many listings in progress for this tenant or admin key',
+    retryAfterMs: 1000,
+  },
   'shutting-down': { status: 503, title: 'The server is shutting down', retryAfterMs: 1000 },
   'not-ready': { status: 503, title: 'The store does not answer', retryAfterMs: STORE_RETRY_MS },
   'internal-error': { status: 500, title: 'Internal server error' },
@@ -318,24 +323,27 @@ export function sendProblem(request: FastifyRequest, reply: FastifyReply, error:
   // (`complete` is undefined for `inject`, whose body is already in memory.)
   if (request.raw.complete === false) reply.header('connection', 'close');
   // Set here too: a problem raised before routing (a malformed URL) skips the onSend hook.
-  setCommonHeaders(request, reply);
+  setCommonHeaders(reply);
   return reply.type(PROBLEM_CONTENT_TYPE).send(JSON.stringify(problem.body));
 }
 
 /**
- * What every answer carries. `/v1/` answers are a tenant's data: never stored by a cache. Every
- * answer is JSON or plain text, and operations echo inputs and results a tenant chose: no
- * browser may guess a type it would run (OWASP's REST headers).
+ * What every answer carries. `/v1/` answers are a tenant's data, never to be stored by a cache;
+ * so is every answer, since the path a route was matched by is not the path as sent
+ * (`/%761/operations/O7` is routed as `/v1/operations/O7`), and the public routes' answers (the
+ * metrics, the probes) go stale at once anyway. Every answer is JSON or plain text, and
+ * operations echo inputs and results a tenant chose: no browser may guess a type it would run
+ * (OWASP's REST headers).
  */
-export function setCommonHeaders(request: FastifyRequest, reply: FastifyReply): void {
-  if (pathOf(request.url).startsWith('/v1/')) reply.header('cache-control', 'no-store');
+export function setCommonHeaders(reply: FastifyReply): void {
+  reply.header('cache-control', 'no-store');
   reply.header('x-content-type-options', 'nosniff');
 }
 
 /**
  * A request target's path, without its query (which may carry anything). HTTP/1.1 servers must
  * accept the absolute form (`GET http://host/v1/…`, RFC 9112 §3.2.2), which fastify routes as the
- * path it names: read as it came, a tenant's data would lose `no-store` and a wrong method its 405.
+ * path it names: read as it came, a wrong method would lose its 405.
  */
 export function pathOf(url: string): string {
   if (!url.startsWith('/')) {

@@ -4,6 +4,7 @@
  * keys (auth.ts), the one JSON parser (json-body.ts), the one error mapping (problem.ts), the
  * routes (routes/), metrics and the OpenAPI document — and owns the request lifecycle:
  *
+ *   accepting    a connection over `maxConnections` is closed as it arrives, unanswered
  *   routing      a malformed path (400 url-invalid), a path segment too long (414), no route
  *   onRequest    no Host → 400; shutting down? → 503; the key → principal (401/403); the
  *                tenant's requests in progress (429); route checks (the Idempotency-Key,
@@ -13,7 +14,8 @@
  *                range scanned, then parsed (else 400). `100 Continue` is sent, to a client that
  *                asks for it, only here: when the body is first read
  *   validation   the route's JSON Schemas, strict (422 for a body, 400 for a query)
- *   handler      the engine; its errors map to problems in problem.ts
+ *   handler      the engine; its errors map to problems in problem.ts. A listing first counts
+ *                against its caller's listings in progress (429, tenant-listings.ts)
  *   onResponse   one log line (never a body, never a header) and the HTTP metrics
  *
  * A refusal sent before the body has been read closes the connection (problem.ts), so the body
@@ -41,6 +43,7 @@ import { operationRoutes } from './routes/operations.js';
 import { serviceRoutes } from './routes/service.js';
 import { tenantRoutes } from './routes/tenants.js';
 import { coerceQuery, type JsonSchema, OPERATION_ID_PATTERN, TENANT_PATTERN } from './schemas.js';
+import { DEFAULT_MAX_LISTINGS_PER_TENANT, TenantListings } from './tenant-listings.js';
 import { DEFAULT_MAX_REQUESTS_PER_TENANT, TenantRequests } from './tenant-requests.js';
 
 export interface ServerOptions {
@@ -66,6 +69,17 @@ export interface ServerOptions {
    * more are refused with `429 tenant-too-many-requests`. Default 64; `false` for no cap.
    */
   maxRequestsPerTenant?: number | false;
+  /**
+   * Listings (`GET /v1/operations`) one tenant, or one admin key across tenants, may have in
+   * progress at once on this server (http/tenant-listings.ts); more are refused with `429
+   * too-many-listings`. Default 2; `false` for no cap.
+   */
+  maxListingsPerTenant?: number | false;
+  /**
+   * Connections the server holds open at once, authenticated or not; one more is closed as soon
+   * as it is accepted (Node's `server.maxConnections`). Default 1,000 (`DEFAULT_MAX_CONNECTIONS`).
+   */
+  maxConnections?: number;
   /** Time for a whole request to arrive (slow clients). Default 30 s. */
   requestTimeoutMs?: number;
   /**
@@ -93,6 +107,17 @@ const CHECK_INTERVAL_MS = 1000;
  * sends a request on one the server is closing (fastify's default, set here so that it is ours).
  */
 export const KEEP_ALIVE_TIMEOUT_MS = 72_000;
+
+/**
+ * Connections held at once, by default. Each is a file descriptor, and a process out of them
+ * fails at everything that opens one: the store's files and connections, a handler's temp files
+ * and subprocesses, and new clients, which then wait unanswered. Node raises its descriptor limit
+ * to the hard one when it starts, and the usual hard limits are 4,096 and up (524,288 under
+ * systemd, 1,048,576 in Docker); 1,000 leaves the rest of a 4,096 limit to the process's own work.
+ * Behind a proxy, which reuses its connections, a server needs far fewer. One over the cap is
+ * closed at once: refused, not left waiting for a descriptor.
+ */
+export const DEFAULT_MAX_CONNECTIONS = 1000;
 
 /** Bytes a body may have beyond the input itself: `kind`, `deadlineMs`, whitespace. */
 export const BODY_FRAMING_BYTES = 4096;
@@ -224,6 +249,23 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
             integer: true,
           }),
         );
+  const maxListings = options.maxListingsPerTenant ?? DEFAULT_MAX_LISTINGS_PER_TENANT;
+  const listings =
+    maxListings === false
+      ? undefined
+      : new TenantListings(
+          bounded('maxListingsPerTenant', maxListings, DEFAULT_MAX_LISTINGS_PER_TENANT, {
+            min: 1,
+            max: 1_000_000,
+            integer: true,
+          }),
+        );
+  app.server.maxConnections = bounded('maxConnections', options.maxConnections, DEFAULT_MAX_CONNECTIONS, {
+    min: 1,
+    max: 1_000_000,
+    integer: true,
+  });
+  watchDroppedConnections(app, logger);
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
@@ -271,8 +313,8 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     }
   });
 
-  app.addHook('onSend', async (request, reply, payload) => {
-    setCommonHeaders(request, reply);
+  app.addHook('onSend', async (_request, reply, payload) => {
+    setCommonHeaders(reply);
     return payload;
   });
 
@@ -320,7 +362,7 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
   app.addHook('onClose', async () => unbind());
   try {
     if (options.api !== false) {
-      operationRoutes(app, { sluice, accepting });
+      operationRoutes(app, { sluice, accepting, listings });
       adminRoutes(app, { sluice });
       tenantRoutes(app, { sluice });
     }
@@ -331,6 +373,29 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     throw error;
   }
   return app;
+}
+
+/** How often, at most, connections closed over `maxConnections` are logged (one line with their count). */
+const DROP_LOG_INTERVAL_MS = 60_000;
+
+/**
+ * Logs the connections Node closed for being over `maxConnections`: a flood of them is what the
+ * cap is for, and a line for each would be a flood of log lines too.
+ */
+function watchDroppedConnections(app: FastifyInstance, logger: Logger): void {
+  let dropped = 0;
+  let loggedAt = Number.NEGATIVE_INFINITY;
+  app.server.on('drop', () => {
+    dropped++;
+    const now = performance.now();
+    if (now - loggedAt < DROP_LOG_INTERVAL_MS) return;
+    logger.warn(
+      { dropped, maxConnections: app.server.maxConnections },
+      'connections closed on arrival: the server holds maxConnections already',
+    );
+    loggedAt = now;
+    dropped = 0;
+  });
 }
 
 const LOGGABLE_ID = new RegExp(OPERATION_ID_PATTERN);

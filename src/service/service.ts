@@ -13,6 +13,7 @@
  * is lost: an attempt that could not even be released keeps its lease until it expires and is
  * redelivered.
  */
+import { BlockList, isIP } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { validateBudgets } from '../admission/budgets.js';
@@ -80,12 +81,10 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
     throw new InvalidArgument(
       `http.metricsAuth must be 'none' or 'admin', not ${JSON.stringify(metricsAuth)}`,
     );
-  if (config.http?.maxRequestsPerTenant !== false)
-    bounded('http.maxRequestsPerTenant', config.http?.maxRequestsPerTenant, 1, {
-      min: 1,
-      max: 1_000_000,
-      integer: true,
-    });
+  for (const cap of ['maxRequestsPerTenant', 'maxListingsPerTenant'] as const)
+    if (config.http?.[cap] !== false)
+      bounded(`http.${cap}`, config.http?.[cap], 1, { min: 1, max: 1_000_000, integer: true });
+  bounded('http.maxConnections', config.http?.maxConnections, 1, { min: 1, max: 1_000_000, integer: true });
   const role = options.role ?? 'all';
   // Anything but the two would read as 'manual', and refuse a store it could have migrated.
   if (config.migrate !== undefined && config.migrate !== 'auto' && config.migrate !== 'manual')
@@ -163,6 +162,8 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
       bodyLimitBytes: config.http?.bodyLimitBytes,
       metricsAuth: config.http?.metricsAuth,
       maxRequestsPerTenant: config.http?.maxRequestsPerTenant,
+      maxListingsPerTenant: config.http?.maxListingsPerTenant,
+      maxConnections: config.http?.maxConnections,
       // The retry-budget gauges report over the window the budget itself uses.
       metrics: createMetrics({
         retryBudgetWindowMs: config.retryBudget === false ? undefined : config.retryBudget?.windowMs,
@@ -177,7 +178,7 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
     const listening = await built.listen({ port, host });
     // The gauges name tenants and what each spends; the default serves them to anyone who can
     // reach the port, which is right on loopback or a private scrape network and wrong elsewhere.
-    if ((config.http?.metricsAuth ?? 'none') === 'none' && !LOOPBACK.has(host)) {
+    if ((config.http?.metricsAuth ?? 'none') === 'none' && !isLoopback(host)) {
       log.warn(
         { url: listening },
         "GET /metrics answers without a key on this address, and its gauges name tenants and their spend: keep the port private, or set http.metricsAuth: 'admin' (Prometheus can send an admin key as a bearer token)",
@@ -206,7 +207,21 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
   return { sluice, worker, server, url, stop };
 }
 
-const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
+const LOOPBACK = new BlockList();
+LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
+LOOPBACK.addAddress('::1', 'ipv6');
+
+/**
+ * Whether an address to listen on is reachable from this machine only: `localhost`, 127.0.0.0/8,
+ * `::1` in any spelling, and IPv4-mapped 127.x. Anything else (`0.0.0.0`, `::`, a host name) may
+ * be reachable from a network.
+ */
+export function isLoopback(host: string): boolean {
+  const bare = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
+  if (bare.toLowerCase() === 'localhost') return true;
+  const family = isIP(bare);
+  return family !== 0 && LOOPBACK.check(bare, family === 4 ? 'ipv4' : 'ipv6');
+}
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 

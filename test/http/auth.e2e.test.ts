@@ -181,10 +181,13 @@ describe('auth over loopback', () => {
     expect((await r.call('GET', '/v1/tenants/south/usage', { key: KEYS.admin })).status).toBe(200);
     const cancel = await r.call('POST', '/v1/operations/O7/cancel?tenant=north', { key: KEYS.admin });
     expect([cancel.status, cancel.json.cancel]).toEqual([200, 'cancelled']);
-    const events = await r.call('GET', '/v1/operations/O7?include=events');
-    expect(events.json.events.map((e: { action: string; by: string }) => [e.action, e.by])).toEqual([
-      ['cancel', 'admin#1'],
-    ]);
+    // Recorded with the admin key's identity, which the tenant's key reads as an operator's.
+    const bys = async (key: string, query = '') =>
+      (await r.call('GET', `/v1/operations/O7?include=events${query}`, { key })).json.events.map(
+        (e: { action: string; by: string }) => [e.action, e.by],
+      );
+    expect(await bys(KEYS.admin, '&tenant=north')).toEqual([['cancel', 'admin#1']]);
+    expect(await bys(KEYS.north)).toEqual([['cancel', 'operator']]);
   });
 
   it('redrive of a dead operation and reconcile of an uncertain one, recorded with who and why', async () => {
@@ -254,15 +257,26 @@ describe('auth over loopback', () => {
     ]);
     expect(isTerminal(reconciled.json.state)).toBe(true);
 
-    const d = await r.call('GET', '/v1/operations/D?include=events');
+    const events = async (id: string, key: string, query = '') =>
+      (await r.call('GET', `/v1/operations/${id}?include=events,effects${query}`, { key })).json;
+    const d = await events('D', KEYS.admin, '&tenant=north');
     expect(
-      d.json.events.map((e: { action: string; by: string; reason: string }) => [e.action, e.by, e.reason]),
+      d.events.map((e: { action: string; by: string; reason: string }) => [e.action, e.by, e.reason]),
     ).toEqual([['redrive', 'admin#1', 'the dependency is back']]);
-    const u = await r.call('GET', '/v1/operations/U?include=events,effects');
-    expect(u.json.events.map((e: { action: string; by: string }) => [e.action, e.by])).toEqual([
+    const u = await events('U', KEYS.admin, '&tenant=north');
+    expect(u.events.map((e: { action: string; by: string }) => [e.action, e.by])).toEqual([
       ['reconcile', 'ops@example.com'],
     ]);
-    expect(u.json.effects[0]).toMatchObject({ state: 'committed', reference: 'ch_77' });
+    // The tenant's key reads who acted as an operator, and why as written.
+    const seen = await Promise.all(['D', 'U'].map((id) => events(id, KEYS.north)));
+    expect(
+      seen.flatMap((op) => op.events.map((e: { by: string; reason: string }) => [e.by, e.reason])),
+    ).toEqual([
+      ['operator', 'the dependency is back'],
+      ['operator', 'the provider shows charge ch_77 under the key'],
+    ]);
+    expect(seen[1]!.effects[0]).toMatchObject({ state: 'committed', reference: 'ch_77' });
+    expect(u.effects[0]).toMatchObject({ state: 'committed', reference: 'ch_77' });
     expect(runs).toBe(1);
   });
 

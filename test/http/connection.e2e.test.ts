@@ -4,10 +4,13 @@
  * the server never reads a body it refused (an unauthenticated client declaring a gigabyte made
  * it read the gigabyte); `100 Continue` goes only to a request past those refusals; an accepted
  * request's connection stays open; answers written on the raw socket carry `no-store`; the idle
- * keep-alive timeout is the documented one.
+ * keep-alive timeout is the documented one; past `maxConnections`, a new connection is closed as
+ * soon as it arrives, before it can send a byte, and the places come back as connections close.
  */
+import { once } from 'node:events';
+import { connect, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { KEEP_ALIVE_TIMEOUT_MS } from '../../src/http/server.js';
+import { DEFAULT_MAX_CONNECTIONS, KEEP_ALIVE_TIMEOUT_MS } from '../../src/http/server.js';
 import { O7 } from '../helpers/charge-kind.js';
 import { RawClient } from './raw-client.js';
 import { KEYS, type Rig, rig } from './rig.js';
@@ -170,5 +173,44 @@ describe('connections', () => {
       'keep-alive',
       'timeout=72',
     ]);
+  });
+
+  it('are capped: one over maxConnections is closed on arrival, and a freed place takes a new one', async () => {
+    const cap = 5;
+    r = await rig({ server: { maxConnections: cap } });
+    expect(DEFAULT_MAX_CONNECTIONS).toBe(1000);
+    const { port } = new URL(await r.listen());
+    const accepted: Socket[] = [];
+    let arrived = () => {};
+    r.app.server.on('connection', (socket: Socket) => {
+      accepted.push(socket);
+      arrived();
+    });
+    const open = () => {
+      const socket = connect(Number(port), '127.0.0.1');
+      socket.on('error', () => {});
+      return socket;
+    };
+    // Idle, before any key: what a flood of connections holds.
+    const held = Array.from({ length: cap }, open);
+    while (accepted.length < cap) await new Promise<void>((resolve) => (arrived = resolve));
+
+    const dropped = once(r.app.server, 'drop');
+    const over = open();
+    await once(over, 'close');
+    await dropped;
+    expect(accepted).toHaveLength(cap);
+    expect(held.filter((s) => s.destroyed)).toEqual([]);
+
+    for (const s of held) s.destroy();
+    await Promise.all(accepted.map((s) => (s.destroyed ? undefined : once(s, 'close'))));
+    expect((await r.call('GET', '/v1/operations')).status).toBe(200);
+  });
+
+  it('take a cap of at least one, a whole number', async () => {
+    for (const bad of [0, 1.5, -1, Number.NaN])
+      await expect(rig({ server: { maxConnections: bad } })).rejects.toMatchObject({
+        code: 'invalid-argument',
+      });
   });
 });

@@ -3,13 +3,20 @@
  * `sluice demo`: the payments demo as a running service (API, workers, the provider stub), on the
  * embedded SQLite default with zero set-up; `sluice demo story` prints the seed's O7 story,
  * scripted.
+ *
+ * Its keys are published (in the README and at start), an admin key among them, so it listens
+ * only where no one else can reach it: a `HOST` beyond loopback is refused, pointing at `sluice
+ * serve` with keys of one's own, unless `--public` says so on purpose, which is then warned about
+ * in the log and on the terminal.
  */
 import type { Command } from 'commander';
 import pino from 'pino';
+import { withEnvironment } from '../../config/config.js';
 import { logLevel, portFrom } from '../../config/inputs.js';
+import { InvalidArgument } from '../../core/errors/index.js';
 import { DEMO_KEYS, paymentsConfig } from '../../demo/payments.js';
 import { runStory } from '../../demo/story.js';
-import { startService, stopOnSignals } from '../../service/service.js';
+import { isLoopback, startService, stopOnSignals } from '../../service/service.js';
 import { startProviderServer } from '../../testing/provider-server.js';
 import { redact } from '../open-store.js';
 
@@ -17,13 +24,39 @@ export function demoCommand(program: Command): void {
   const demo = program
     .command('demo')
     .description('run the payments demo: API on 127.0.0.1:8080 ($PORT), provider stub on :8081 ($STUB_PORT)')
-    .action(async () => {
+    .option(
+      '--public',
+      'listen on a $HOST beyond loopback, published demo keys and all (never on a shared network)',
+    )
+    .action(async (opts: { public?: boolean }) => {
       const log = pino({ name: 'sluice', level: logLevel('info') }, pino.destination(2));
+      // The address the service will take: the demo's own, unless $HOST names another.
+      const host = withEnvironment(paymentsConfig('http://127.0.0.1')).http?.host ?? '127.0.0.1';
+      if (!isLoopback(host) && !opts.public) {
+        throw new InvalidArgument(
+          `the demo serves published keys (an admin key among them) and listens on loopback only, not on HOST=${host}: ` +
+            'to serve on a network, run `sluice serve` with keys of your own (`sluice keys new`); ' +
+            '`sluice demo --public` exposes the demo anyway',
+        );
+      }
+      const exposed = !isLoopback(host);
       const stub = await startProviderServer({
         port: portFrom('STUB_PORT', process.env.STUB_PORT ?? '8081'),
       });
       const service = await startService(paymentsConfig(stub.url), { logger: log });
       const api = service.url!;
+      const stop = async (o?: { graceMs?: number; drainMs?: number }) => {
+        await service.stop(o);
+        await stub.close();
+      };
+      // Before anything is printed: whoever reads the banner may stop the demo at once.
+      stopOnSignals({ ...service, stop }, log);
+      if (exposed) {
+        log.warn(
+          { url: api },
+          'the demo is listening beyond loopback with its published keys: anyone who can reach it can act as any demo tenant, and as an admin',
+        );
+      }
       console.log(`
 Sluice payments demo
   API            ${api}   (store: ${redact(process.env.SLUICE_DB ?? './data/sluice.db')})
@@ -39,11 +72,14 @@ Sluice payments demo
 
   The README walks through the seed's O7 story with these commands. Ctrl-C stops.
 `);
-      const stop = async (o?: { graceMs?: number; drainMs?: number }) => {
-        await service.stop(o);
-        await stub.close();
-      };
-      stopOnSignals({ ...service, stop }, log);
+      if (exposed)
+        console.error(`
+  !!! PUBLIC: the demo listens on ${host}, beyond loopback, with the published keys above.
+  !!! Anyone who reaches ${api} can submit, read and cancel as north or south, and, with the
+  !!! admin key, read, redrive and reconcile every tenant's operations. Stop it (Ctrl-C)
+  !!! unless this network is yours alone; serve real traffic with \`sluice serve\` and keys of
+  !!! your own.
+`);
     });
   demo
     .command('story')

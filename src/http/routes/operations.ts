@@ -29,6 +29,7 @@ import {
   operationSchema,
   submitBodySchema,
 } from '../schemas.js';
+import type { TenantListings } from '../tenant-listings.js';
 import { operationFor } from '../tenant-view.js';
 
 export const operationPath = (id: string) => `/v1/operations/${encodeURIComponent(id)}`;
@@ -72,7 +73,7 @@ interface SubmitBody {
 
 export function operationRoutes(
   app: FastifyInstance,
-  deps: { sluice: Sluice; accepting: () => boolean },
+  deps: { sluice: Sluice; accepting: () => boolean; listings?: TenantListings },
 ): void {
   const { sluice } = deps;
 
@@ -186,20 +187,23 @@ export function operationRoutes(
         querystring: listQuerySchema,
         response: { 200: { ...listResponseSchema, description: 'One page.' } },
       },
-      config: { auth: 'any', problems: ['invalid-argument', 'store-unavailable'] },
+      config: { auth: 'any', problems: ['invalid-argument', 'too-many-listings', 'store-unavailable'] },
     },
     async (request) => {
       const tenant = tenantFor(request);
       const q = request.query as { state?: OperationState; kind?: string; cursor?: string; limit?: number };
-      const page = await sluice.list({
-        tenant,
-        state: q.state,
-        kind: q.kind,
-        cursor: q.cursor,
-        limit: q.limit,
-      });
       const principal = principalOf(request);
-      return { ...page, operations: page.operations.map((op) => operationFor(principal, op)) };
+      const list = async () => {
+        const page = await sluice.list({
+          tenant,
+          state: q.state,
+          kind: q.kind,
+          cursor: q.cursor,
+          limit: q.limit,
+        });
+        return { ...page, operations: page.operations.map((op) => operationFor(principal, op)) };
+      };
+      return deps.listings ? deps.listings.run(principal, list) : list();
     },
   );
 
