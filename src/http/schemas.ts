@@ -34,7 +34,8 @@ const dateTime = { type: 'string', format: 'date-time' } as const;
 
 export const errorRecordSchema: JsonSchema = {
   type: 'object',
-  description: 'A classified failure; codes in docs/errors.md.',
+  description:
+    'A classified failure; codes in docs/errors.md. For a tenant key, an `unclassified-error` or a store error (`store-unavailable`, …) reads as a fixed sentence, its `details` left out.',
   required: ['code', 'message'],
   properties: {
     code: { type: 'string' },
@@ -96,7 +97,11 @@ const eventSchema: JsonSchema = {
   properties: {
     at: dateTime,
     action: { type: 'string' },
-    by: { type: 'string' },
+    by: {
+      type: 'string',
+      description:
+        'Who acted; a tenant key reads `operator` unless it was one of its own keys (`tenant:<tenant>`).',
+    },
     reason: { type: 'string' },
     detail: {},
   },

@@ -20,7 +20,7 @@
  *   a login, `admin#2`), theirs to audit; the tenant is shown that an operator acted (`operator`)
  *   and why (`reason`), and its own keys' actions as its own (`tenant:<tenant>`).
  */
-import type { ErrorRecord } from '../core/errors/index.js';
+import { type ErrorRecord, STORE_ERROR_CODES } from '../core/errors/index.js';
 import type { EventView, Operation } from '../core/operation.js';
 import type { Principal } from './auth.js';
 
@@ -61,7 +61,7 @@ function eventFor(self: string, event: EventView): EventView {
 export function errorFor(error: ErrorRecord | null): ErrorRecord | null {
   if (error === null) return null;
   if (error.code === 'lease-expired') return { ...error, message: LEASE_EXPIRED };
-  if (error.code === 'unclassified-error' || error.code.startsWith('store-')) {
+  if (error.code === 'unclassified-error' || STORE_ERROR_CODES.has(error.code)) {
     const { details: _hidden, ...kept } = error;
     return { ...kept, message: error.code === 'unclassified-error' ? UNCLASSIFIED_MESSAGE : STORE_MESSAGE };
   }

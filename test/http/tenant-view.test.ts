@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { Permanent, StoreError } from '../../src/core/errors/index.js';
-import { OPERATOR, STORE_MESSAGE, UNCLASSIFIED_MESSAGE } from '../../src/http/tenant-view.js';
+import { errorFor, OPERATOR, STORE_MESSAGE, UNCLASSIFIED_MESSAGE } from '../../src/http/tenant-view.js';
 import { KEYS, type Rig, rig } from './rig.js';
 
 const RELATION = 'relation "billing_internal.ledger_v2" does not exist';
@@ -141,5 +141,18 @@ describe('the tenant view of errors and operators', () => {
     expect(adminLedger.json.error.details.lastError.message).toBe(RELATION);
     const adminCancel = await get(r, '/v1/operations/theirs?include=events&tenant=north', KEYS.admin);
     expect(adminCancel.json.events[0].by).toBe('admin#1');
+  });
+
+  it("shows a handler's own code that begins store- as raised: only Sluice's store errors are hidden", () => {
+    const own = {
+      code: 'store-locator-down',
+      message: 'the store locator in Lyon is down',
+      details: { city: 'Lyon' },
+    };
+    expect(errorFor(own)).toEqual(own);
+    expect(errorFor({ code: 'store-unavailable', message: 'connect ECONNREFUSED 10.0.0.7:5432' })).toEqual({
+      code: 'store-unavailable',
+      message: STORE_MESSAGE,
+    });
   });
 });

@@ -139,7 +139,7 @@ export function opsCommand(program: Command): void {
     .requiredOption('--reason <text>', 'what was established at the provider')
     .option(
       '--effect <name=outcome>',
-      "an effect's outcome: name=absent, or name=committed:<json>, the provider's answer as a requeued handler gets it back (committed:null for none); repeatable",
+      "an effect's outcome: name=absent, or name=committed:<json>, what the journal would have kept (the provider's answer, or what the effect's record makes of it) as a requeued handler gets it back (committed:null for none); repeatable",
       (value: string, all: string[] = []) => [...all, value],
     )
     .option(

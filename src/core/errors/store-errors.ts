@@ -31,6 +31,11 @@ const RETRYABLE: Record<StoreErrorReason, boolean> = {
   unknown: false,
 };
 
+/** The codes of Sluice's store errors (`store-<reason>`): a handler's own code may begin `store-` too. */
+export const STORE_ERROR_CODES: ReadonlySet<string> = new Set(
+  Object.keys(RETRYABLE).map((reason) => `store-${reason}`),
+);
+
 /** What a `not-migrated` store error says to do. */
 export const MIGRATE_HINT =
   'the store is not migrated to this build: run `sluice migrate`, or `await sluice.migrate()` at start';

@@ -181,7 +181,8 @@ export function operationRoutes(
         summary: 'List operations',
         description:
           "The tenant's own operations in acceptance order, one page at a time: at most `limit`, and about " +
-          '1 MiB of inputs, results and errors.',
+          '1 MiB of inputs, results and errors. By default, at most 2 listings of a tenant (or of an admin key) in progress ' +
+          'on a server (`http.maxListingsPerTenant`): one more is `429 too-many-listings`.',
         operationId: 'listOperations',
         tags: ['operations'],
         querystring: listQuerySchema,
