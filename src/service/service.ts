@@ -225,6 +225,20 @@ export function isLoopback(host: string): boolean {
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/**
+ * The process's warnings (the PostgreSQL store's autovacuum check, Node's own deprecations) as
+ * records of the service's log, for a process the service owns (`sluice serve`, `sluice demo`).
+ * Node writes a warning to standard error as a line of plain text, in a stream of JSON records
+ * that log collectors parse line by line; its printing listener is taken off, so that each
+ * warning is said once, as a record.
+ */
+export function logWarningsTo(log: Logger): void {
+  process.removeAllListeners('warning');
+  process.on('warning', (warning: Error & { code?: string }) => {
+    log.warn({ warning: { name: warning.name, code: warning.code ?? null } }, warning.message);
+  });
+}
+
 /** Stops the service gracefully on SIGTERM or SIGINT, then exits. A second signal exits at once. */
 export function stopOnSignals(service: Service, log: Logger, graceMs?: number): void {
   let signalled = false;

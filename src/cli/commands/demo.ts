@@ -16,7 +16,7 @@ import { logLevel, portFrom } from '../../config/inputs.js';
 import { InvalidArgument } from '../../core/errors/index.js';
 import { DEMO_KEYS, paymentsConfig } from '../../demo/payments.js';
 import { runStory } from '../../demo/story.js';
-import { isLoopback, startService, stopOnSignals } from '../../service/service.js';
+import { isLoopback, logWarningsTo, startService, stopOnSignals } from '../../service/service.js';
 import { startProviderServer } from '../../testing/provider-server.js';
 import { redact } from '../open-store.js';
 
@@ -30,6 +30,7 @@ export function demoCommand(program: Command): void {
     )
     .action(async (opts: { public?: boolean }) => {
       const log = pino({ name: 'sluice', level: logLevel('info') }, pino.destination(2));
+      logWarningsTo(log);
       // The address the service will take: the demo's own, unless $HOST names another.
       const host = withEnvironment(paymentsConfig('http://127.0.0.1')).http?.host ?? '127.0.0.1';
       if (!isLoopback(host) && !opts.public) {

@@ -7,7 +7,7 @@ import pino from 'pino';
 import { loadConfig } from '../../config/config.js';
 import { logLevel, portFrom } from '../../config/inputs.js';
 import { InvalidArgument } from '../../core/errors/index.js';
-import { type Role, startService, stopOnSignals } from '../../service/service.js';
+import { logWarningsTo, type Role, startService, stopOnSignals } from '../../service/service.js';
 import { migrateCommand } from '../open-store.js';
 
 export function serveCommand(program: Command): void {
@@ -33,6 +33,7 @@ export function serveCommand(program: Command): void {
       if (!['api', 'worker', 'all'].includes(opts.role))
         throw new InvalidArgument(`--role must be api, worker or all, not ${JSON.stringify(opts.role)}`);
       const log = pino({ name: 'sluice', level: logLevel('info') }, pino.destination(2));
+      logWarningsTo(log);
       const config = await loadConfig(opts.config);
       const service = await startService(config, {
         role: opts.role as Role,
