@@ -59,6 +59,7 @@ export {
   MAX_SUBMIT_MANY,
   Sluice,
   type SluiceOptions,
+  type SubmitManyRequests,
   type SubmitManyResult,
   type SubmitOptions,
   type SubmitRequest,

@@ -114,6 +114,18 @@ export interface KindSubmitRequest<Input, Result> extends Omit<SubmitRequest, 'k
 
 type AnySubmitRequest = SubmitRequest | KindSubmitRequest<unknown, unknown>;
 
+/**
+ * The requests of a `submitMany`, each typed as `submit` types it: one given a kind `define`
+ * returned has its input checked against that kind's schema, in an array literal or one a `map`
+ * made alike.
+ */
+export type SubmitManyRequests<Requests extends readonly AnySubmitRequest[]> = Requests & {
+  [K in keyof Requests]: Requests[K] extends { kind: infer Given } ? ByKind<Given> : SubmitRequest;
+};
+/** Distributed over a `kind` that is a union (`charge | 'charge'`, one array's elements merged). */
+type ByKind<Given> =
+  Given extends Kind<infer Input, infer Result> ? KindSubmitRequest<Input, Result> : SubmitRequest;
+
 /** A request's kind: the name given, or the name of the kind given (one of another engine's too). */
 const kindNameOf = (kind: unknown): string | undefined => {
   if (typeof kind === 'string') return kind;
@@ -334,8 +346,8 @@ export class Sluice {
    * the store fails; then nothing of it was accepted unless the store committed before failing:
    * send the same requests again; their ids make that safe.
    */
-  async submitMany(
-    requests: readonly AnySubmitRequest[],
+  async submitMany<Requests extends readonly AnySubmitRequest[]>(
+    requests: SubmitManyRequests<Requests>,
     options: SubmitOptions = {},
   ): Promise<SubmitManyResult[]> {
     if (!Array.isArray(requests)) throw new InvalidArgument('requests must be an array');

@@ -115,6 +115,17 @@ describe('a kind define returned, as a submit’s kind', () => {
       { tenant: 'north', id: 'O12', kind: 'charge', input },
     ]);
     expect(many.map((r) => r.ok && r.created)).toEqual([false, true, true]);
+    // Each request typed as submit types it, a map's alike: a wrong input does not compile.
+    const wrong = await h.sluice.submitMany(
+      // @ts-expect-error amount_cents is a number
+      [1, 2].map((n) => ({
+        tenant: 'north',
+        id: `W${n}`,
+        kind: charge,
+        input: { invoice: n, amount_cents: 'x' },
+      })),
+    );
+    expect(wrong.map((r) => !r.ok && r.error.code)).toEqual(['input-invalid', 'input-invalid']);
   });
 
   it('is looked up by name, so a kind of another engine works where that name is defined', async () => {
