@@ -46,6 +46,12 @@ import { coerceQuery, type JsonSchema, OPERATION_ID_PATTERN, TENANT_PATTERN } fr
 import { DEFAULT_MAX_LISTINGS_PER_TENANT, TenantListings } from './tenant-listings.js';
 import { DEFAULT_MAX_REQUESTS_PER_TENANT, TenantRequests } from './tenant-requests.js';
 
+/** One of the server's caps: a whole number from 1 to 1,000,000, its default, or `false` for none. */
+function capOf(name: string, value: number | false | undefined, fallback: number): number | undefined {
+  if (value === false) return undefined;
+  return bounded(name, value, fallback, { min: 1, max: 1_000_000, integer: true });
+}
+
 export interface ServerOptions {
   sluice: Sluice;
   /** Keys: `'sha256:<hex>'` or plaintext (hashed at build, never kept or logged). */
@@ -238,28 +244,19 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
   if (keys.size === 0) logger.warn('no API keys are configured: every /v1/ route will answer 401');
   registerJsonParser(app, { maxDepth: options.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH });
 
-  const maxPerTenant = options.maxRequestsPerTenant ?? DEFAULT_MAX_REQUESTS_PER_TENANT;
-  const tenantRequests =
-    maxPerTenant === false
-      ? undefined
-      : new TenantRequests(
-          bounded('maxRequestsPerTenant', maxPerTenant, DEFAULT_MAX_REQUESTS_PER_TENANT, {
-            min: 1,
-            max: 1_000_000,
-            integer: true,
-          }),
-        );
-  const maxListings = options.maxListingsPerTenant ?? DEFAULT_MAX_LISTINGS_PER_TENANT;
-  const listings =
-    maxListings === false
-      ? undefined
-      : new TenantListings(
-          bounded('maxListingsPerTenant', maxListings, DEFAULT_MAX_LISTINGS_PER_TENANT, {
-            min: 1,
-            max: 1_000_000,
-            integer: true,
-          }),
-        );
+  const maxRequests = capOf(
+    'maxRequestsPerTenant',
+    options.maxRequestsPerTenant,
+    DEFAULT_MAX_REQUESTS_PER_TENANT,
+  );
+  const tenantRequests = maxRequests === undefined ? undefined : new TenantRequests(maxRequests);
+  const maxListings = capOf(
+    'maxListingsPerTenant',
+    options.maxListingsPerTenant,
+    DEFAULT_MAX_LISTINGS_PER_TENANT,
+  );
+  const listings = maxListings === undefined ? undefined : new TenantListings(maxListings);
+  // No `false` here: a process needs a bound on its descriptors whatever else it is given.
   app.server.maxConnections = bounded('maxConnections', options.maxConnections, DEFAULT_MAX_CONNECTIONS, {
     min: 1,
     max: 1_000_000,
