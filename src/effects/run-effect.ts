@@ -211,7 +211,7 @@ export async function runEffect<T, R = T>(
   name: string,
   options: EffectOptions<T, R>,
 ): Promise<R> {
-  assertEffectCall(name, options as EffectOptions<unknown, unknown>);
+  // `assertEffectCall` ran in `ctx.effect`, before a call of the same name could be joined.
   rt.checkAlive();
   rt.stop.throwIfAborted();
   const info = { ...rt.failpointInfo, effect: name };
@@ -290,7 +290,9 @@ export async function runEffect<T, R = T>(
       rt.checkAlive();
       rt.onCall?.(name, options.provider ?? null, `lookup-${found.status}`);
       if (found.status === 'committed') {
-        const kept = await recorded(name, found.result, options);
+        const kept = options.record
+          ? await recorded(name, found.result, options)
+          : (found.result as unknown as R);
         await commit(rt, name, kept, keptReference(rt, name, found.result, options, found.reference));
         return (kept ?? null) as R;
       }
@@ -371,21 +373,21 @@ export async function runEffect<T, R = T>(
   rt.onCall?.(name, options.provider ?? null, 'committed');
   await hit(rt, 'effect.after-call', info);
   rt.checkAlive();
-  const kept = await recorded(name, result, options);
+  // Without `record`, no turn of the event loop on the hot path.
+  const kept = options.record ? await recorded(name, result, options) : (result as unknown as R);
   await commit(rt, name, kept, keptReference(rt, name, result, options));
   // What a later attempt gets back: the journal keeps `undefined` as null.
   return (kept ?? null) as R;
 }
 
 /**
- * What the journal keeps of an answer: `record`'s projection, or the answer. The provider has
+ * What the journal keeps of an answer, for an effect with `record`: its projection. The provider has
  * acted, so a `record` that throws is the ending of an answer that is not JSON: the row stays
  * `pending` and the operation waits for a person, nothing sent again.
  */
 async function recorded<T, R>(name: string, result: T, options: EffectOptions<T, R>): Promise<R> {
-  if (options.record === undefined) return result as unknown as R;
   try {
-    return await options.record(result);
+    return await options.record!(result);
   } catch (error) {
     throw new Permanent(
       `the result of effect ${name} cannot be recorded: record() threw: ${error instanceof Error ? error.message : String(error)}`,
