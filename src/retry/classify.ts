@@ -36,6 +36,7 @@ import {
   isOperationExpired,
   isOperationLimitExceeded,
   isPermanent,
+  isResultRefused,
   isRetryable,
   isWorkerShutdown,
   retryAfterOf,
@@ -108,6 +109,9 @@ export function classifyFailure(f: FailureFacts, random: () => number = Math.ran
   // not on the way out of a timed-out attempt, whose timeout decides.
   if (wrongCall(f.error) && !isAttemptTimeout(cause))
     return { outcome: 'dead', error: toErrorRecord(f.error, 'permanent') };
+  // A result the store cannot keep is the handler's bug, found after all it did: dead, so that a
+  // fixed handler can be redriven and its journaled effects replayed, not failed over a charge.
+  if (isResultRefused(f.error)) return { outcome: 'dead', error: toErrorRecord(f.error, 'permanent') };
   // A provider set to `fail` turns the refusal into a Permanent that keeps the code: it fails.
   const budget =
     isBudgetExhausted(f.error) && !isPermanent(f.error) ? (f.error as BudgetExhausted) : undefined;

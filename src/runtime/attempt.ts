@@ -26,7 +26,7 @@ import {
   LeaseLost,
   messageOf,
   OperationLimitExceeded,
-  Permanent,
+  ResultRefused,
   UnknownKind,
 } from '../core/errors/index.js';
 import { JsonText } from '../core/json-text.js';
@@ -167,14 +167,14 @@ async function stateAfter(env: AttemptEnv, row: OperationRow, end: string): Prom
 
 /**
  * A result is stored on the operation's row and sent with every read of it, so it is bounded as
- * an input is, as the JSON the store writes (core/json-size.ts). Permanent: the same handler
- * would return the same result again.
+ * an input is, as the JSON the store writes (core/json-size.ts). The same handler would return
+ * the same result again: dead at once, for a fix and a redrive (ResultRefused).
  */
 function assertResultSize(text: string, max: number): void {
   // A UTF-16 unit is at most 3 bytes of UTF-8: most results are not counted at all.
   const bytes = text.length * 3 <= max ? null : Buffer.byteLength(text);
   if (bytes !== null && bytes > max)
-    throw new Permanent(
+    throw new ResultRefused(
       `the handler's result is ${bytes} bytes as JSON, over the kind's maxResultBytes (${max})`,
       {
         code: 'result-too-large',
@@ -494,7 +494,7 @@ async function execute(
       assertPlainJson(value);
       text = JSON.stringify(value);
     } catch (error) {
-      throw new Permanent(
+      throw new ResultRefused(
         `the handler's result is not plain JSON: ${isInputNotJson(error) ? error.reason : messageOf(error)}`,
         {
           code: 'result-not-json',

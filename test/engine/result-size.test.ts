@@ -1,7 +1,7 @@
 /**
  * A handler's result is bounded as its input is (`maxResultBytes`, the JSON the store writes):
- * at the limit it is stored; one byte over, the operation fails with `result-too-large` and is
- * not retried, since the same handler would return the same result again. An effect's answer,
+ * at the limit it is stored; one byte over, the operation is dead with `result-too-large`, not
+ * retried, since the same handler would return the same result again (a fix, then a redrive). An effect's answer,
  * which the journal keeps and replays, has the same bound: one over it has still been done by the
  * provider, so nothing is sent again and the operation asks a person.
  */
@@ -13,7 +13,7 @@ describe('maxResultBytes', () => {
   let h: Harness;
   afterEach(async () => h?.close());
 
-  it('stores a result of exactly the limit and fails one a byte over, without a retry', async () => {
+  it('stores a result of exactly the limit; one a byte over is dead, without a retry', async () => {
     h = await harness();
     let runs = 0;
     h.sluice.define('report', {
@@ -44,12 +44,7 @@ describe('maxResultBytes', () => {
       if (c.ok) {
         expect([c.id, op.state, op.result]).toEqual([c.id, 'succeeded', c.result]);
       } else {
-        expect([c.id, op.state, op.result, op.error?.code]).toEqual([
-          c.id,
-          'failed',
-          null,
-          'result-too-large',
-        ]);
+        expect([c.id, op.state, op.result, op.error?.code]).toEqual([c.id, 'dead', null, 'result-too-large']);
         expect(op.error?.details).toEqual({ bytes: c.id === 'over' ? 65 : 68, maxResultBytes: 64 });
       }
       expect(runs).toBe(1);

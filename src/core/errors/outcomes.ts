@@ -80,6 +80,15 @@ export class Permanent extends Outcome {
 }
 export const isPermanent = (e: unknown): e is Permanent => outcomeOf(e) === 'permanent';
 
+/**
+ * Sluice's refusal of a result a handler returned that the store cannot keep (`result-not-json`,
+ * `result-too-large`). The same code returns it again, so it is permanent; and it comes after
+ * whatever the handler did, charges included: the operation is dead at once (retry/classify.ts),
+ * for a fix and a redrive that replays its journaled effects, rather than failed over them.
+ */
+export class ResultRefused extends Permanent {}
+export const isResultRefused = (e: unknown): e is ResultRefused => e instanceof ResultRefused;
+
 export class Retryable extends Outcome {
   constructor(message: string, options: OutcomeOptions = {}) {
     super('retryable-failure', message, true, options);
