@@ -78,6 +78,12 @@ export type LookupResult<T> =
   | { status: 'absent' }
   | { status: 'unknown' };
 
+/**
+ * What `ctx.effect` takes. `T`, the provider's answer, is inferred from `call` alone (`NoInfer`
+ * elsewhere): a `lookup` written as `found ? { status: 'committed', result: found } : { status:
+ * 'absent' }` would otherwise make it `T | undefined`. The callbacks that take it are properties,
+ * so that their parameter is checked strictly, not bivariantly as a method's is.
+ */
 export interface EffectOptions<T, R = T> {
   /** Performs the effect under `key`. Throw `Permanent`, `Retryable`, `Ambiguous` or `EffectConflict`. */
   call(args: EffectCall): Promise<T>;
@@ -89,18 +95,18 @@ export interface EffectOptions<T, R = T> {
    * receives a `lookup`'s answer. It may be async. One that throws (or rejects) is an answer the
    * journal cannot keep.
    */
-  record?(result: T): R | Promise<R>;
+  record?: (result: NoInfer<T>) => R | Promise<R>;
   /** Asks the provider whether an effect exists under `key`; authoritative answers only. */
   lookup?(args: {
     key: string;
     signal: AbortSignal;
     firstSentAt: number;
     reference: string | null;
-  }): Promise<LookupResult<T>>;
+  }): Promise<LookupResult<NoInfer<T>>>;
   /** How long the provider honours the key. Default: the kind's `effectRetentionMs`. */
   retentionMs?: number;
   /** The provider's own reference for the result (a charge id), kept with the journal row. */
-  reference?(result: T): string | null;
+  reference?: (result: NoInfer<T>) => string | null;
   /** A paid provider's name, for budgets and metrics. */
   provider?: string;
   /** Units this call spends against the provider's budgets. */

@@ -462,7 +462,8 @@ describe('effects at the edges of a handler', () => {
         input: z.object({}),
         limits: { maxAttempts, attemptTimeoutMs: 1000, backoff: { baseMs: 1, capMs: 1 } },
         async run(_input, ctx) {
-          return ctx.effect('charge', {
+          // The answer's type is what `call` returns, which here only throws: said outright.
+          return ctx.effect<{ charge: string }>('charge', {
             retentionMs: RETENTION,
             call: async () => {
               calls++;

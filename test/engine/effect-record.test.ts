@@ -90,7 +90,8 @@ describe('an effect with record', () => {
       limits: fast,
       async run(_input, ctx) {
         return ctx.effect('charge', {
-          call: async () => {
+          // The answer's type is what `call` returns, which here only throws: said outright.
+          call: async (): Promise<Charge> => {
             calls++;
             throw new Ambiguous('timed out after sending');
           },
@@ -106,6 +107,40 @@ describe('an effect with record', () => {
     expect([done.state, calls]).toEqual(['succeeded', 1]);
     expect(done.result).toEqual({ id: effect?.key, created: '1970-01-01T00:00:00.000Z' });
     expect(effect?.state).toBe('committed');
+  });
+
+  it('infers the answer from call alone: a lookup written as a conditional leaves it whole', async () => {
+    h = await harness();
+    const found = new Map<string, Charge>();
+    let calls = 0;
+    h.sluice.define('job', {
+      input: z.object({}),
+      limits: fast,
+      async run(_input, ctx) {
+        const kept = await ctx.effect('charge', {
+          call: async ({ key }) => {
+            found.set(key, new Charge(`ch_${++calls}`, new Date(0)));
+            if (calls === 1) throw new Ambiguous('timed out after sending');
+            return found.get(key)!;
+          },
+          lookup: async ({ key }) => {
+            const charge = found.get(key);
+            return charge
+              ? { status: 'committed', result: charge, reference: charge.id }
+              : { status: 'absent' };
+          },
+          // `c` is a Charge, not `Charge | undefined`, though the lookup's branches differ.
+          reference: (c) => c.id,
+          record: (c) => ({ id: c.id }),
+        });
+        expectTypeOf(kept).toEqualTypeOf<{ id: string }>();
+        return kept;
+      },
+    });
+    h.worker().start();
+    await h.sluice.submit({ ...ref('conditional'), kind: 'job', input: {} });
+    const done = await h.sluice.wait(ref('conditional'));
+    expect([done.state, done.result, calls]).toEqual(['succeeded', { id: 'ch_1' }, 1]);
   });
 
   it('asks a person, and calls no more, when record throws: the provider has acted', async () => {
