@@ -51,8 +51,12 @@ export function assertPlainJson(value: unknown): number {
       for (const [i, item] of v.entries()) bound += walk(item, `${path}[${i}]`) + 1;
     } else {
       const proto = Object.getPrototypeOf(v);
-      if (proto !== Object.prototype && proto !== null)
-        throw new InputNotJson(`${path || '(root)'} is not a plain object`);
+      if (proto !== Object.prototype && proto !== null) {
+        // Which class says what to do about it: a Date wants its ISO text, a Map its entries.
+        const made = (proto as { constructor?: { name?: unknown } }).constructor?.name;
+        const named = typeof made === 'string' && made !== '' && made !== 'Object' ? `a ${made}, ` : '';
+        throw new InputNotJson(`${path || '(root)'} is ${named}not a plain object`);
+      }
       for (const [k, item] of Object.entries(v)) {
         if (LONE_SURROGATE.test(k))
           throw new InputNotJson(

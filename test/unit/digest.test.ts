@@ -59,6 +59,29 @@ describe('operation digest', () => {
     expect(() => assertPlainJson({ a: [1, 'x', null, true, { b: 2 }] })).not.toThrow();
   });
 
+  it('names the class of an object that is not plain, which says what to do about it', () => {
+    const reason = (value: unknown) => {
+      try {
+        assertPlainJson(value);
+      } catch (e) {
+        return isInputNotJson(e) ? e.reason : String(e);
+      }
+      return 'taken';
+    };
+    class Charge {}
+    expect([
+      reason({ at: new Date(0) }),
+      reason([new Map()]),
+      reason(new Charge()),
+      reason({ a: Object.create({}) }),
+    ]).toEqual([
+      'at is a Date, not a plain object',
+      '[0] is a Map, not a plain object',
+      '(root) is a Charge, not a plain object',
+      'a is not a plain object',
+    ]);
+  });
+
   it(`takes nesting ${MAX_JSON_DEPTH} levels deep and refuses one more, however deep, as not JSON`, () => {
     const nested = (levels: number): unknown => {
       let v: unknown = 1;
