@@ -61,6 +61,7 @@ export {
   type SluiceOptions,
   type SubmitManyRequests,
   type SubmitManyResult,
+  type SubmitManyResults,
   type SubmitOptions,
   type SubmitRequest,
   type SubmitResult,

@@ -154,7 +154,18 @@ export interface SubmitResult<Input = unknown, Result = unknown> {
 export const MAX_SUBMIT_MANY = 1000;
 
 /** One request's answer in `submitMany`: its result, or the error `submit` would have thrown. */
-export type SubmitManyResult = ({ ok: true } & SubmitResult) | { ok: false; error: SluiceError };
+export type SubmitManyResult<Input = unknown, Result = unknown> =
+  | ({ ok: true } & SubmitResult<Input, Result>)
+  | { ok: false; error: SluiceError };
+
+/** The answers of a `submitMany`, each typed by its request's kind as `submit`'s answer is. */
+export type SubmitManyResults<Requests extends readonly unknown[]> = {
+  -readonly [K in keyof Requests]: Requests[K] extends { kind: infer Given }
+    ? AnswerOf<Given>
+    : SubmitManyResult;
+};
+type AnswerOf<Given> =
+  Given extends Kind<infer Input, infer Result> ? SubmitManyResult<Input, Result> : SubmitManyResult;
 
 /** A request checked and ready for the store. */
 interface Prepared {
@@ -349,7 +360,7 @@ export class Sluice {
   async submitMany<Requests extends readonly AnySubmitRequest[]>(
     requests: SubmitManyRequests<Requests>,
     options: SubmitOptions = {},
-  ): Promise<SubmitManyResult[]> {
+  ): Promise<SubmitManyResults<Requests>> {
     if (!Array.isArray(requests)) throw new InvalidArgument('requests must be an array');
     if (requests.length > MAX_SUBMIT_MANY) {
       throw new InvalidArgument(`at most ${MAX_SUBMIT_MANY} requests in one call, got ${requests.length}`);
@@ -378,7 +389,7 @@ export class Sluice {
         }
       }
     }
-    return results;
+    return results as SubmitManyResults<Requests>;
   }
 
   /** Everything a submit checks before the store, cheapest first: the store's item, or a throw. */

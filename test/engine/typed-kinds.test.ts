@@ -126,6 +126,19 @@ describe('a kind define returned, as a submit’s kind', () => {
       })),
     );
     expect(wrong.map((r) => !r.ok && r.error.code)).toEqual(['input-invalid', 'input-invalid']);
+    // The answers of a map's requests carry the kind's types, as submit's answer does.
+    const mapped = await h.sluice.submitMany(
+      [13, 14].map((n) => ({
+        tenant: 'north',
+        id: `M${n}`,
+        kind: charge,
+        input: { invoice: n, amount_cents: 1 },
+      })),
+    );
+    for (const answer of mapped)
+      if (answer.ok)
+        expectTypeOf(answer.operation.result).toEqualTypeOf<{ charged: number; currency: string } | null>();
+    expect(mapped.map((r) => r.ok && r.created)).toEqual([true, true]);
   });
 
   it('is looked up by name, so a kind of another engine works where that name is defined', async () => {
