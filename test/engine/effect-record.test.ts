@@ -199,6 +199,7 @@ describe('an effect’s options, checked before anything is journaled', () => {
     ['a record that is not a function', { call, record: { id: true } }, 'record must be a function'],
     ['a retentionMs of NaN', { call, retentionMs: Number.NaN }, 'retentionMs'],
     ['a retentionMs of 0', { call, retentionMs: 0 }, 'retentionMs'],
+    ['a retentionMs past 100 years', { call, retentionMs: 100 * 365 * 86_400_000 + 1 }, 'retentionMs'],
     ['a provider that is not a name', { call, provider: 'pay ments' }, 'provider "pay ments"'],
     ['a provider that is a number', { call, provider: 7 }, 'provider 7'],
   ])('refuses %s: the operation is dead, nothing sent, no journal row', async (_what, options, message) => {
