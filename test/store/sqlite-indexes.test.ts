@@ -1,6 +1,7 @@
 /**
  * SQLite's index of a tenant's operations by state holds only the settled states (migration 13):
- * a listing of a settled state reads it; an earlier file migrates to it and lists the same. And
+ * a listing of a settled state reads it, of a live state the live state's own index; an earlier
+ * file migrates to it and lists the same. And
  * budget windows are read by their end (migration 26), or by the tenant they name (29).
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -41,9 +42,31 @@ describe('the SQLite index of settled operations by tenant', () => {
     expect(plan(store, { tenant: 'North', state: 'needs_reconciliation', after: 5, limit: 10 })).toContain(
       'operations_tenant_settled',
     );
-    // A live state cannot use it: the listing reads the tenant's rows.
+    // A live state cannot use it: each is read through an index of its own, below.
     expect(plan(store, { tenant: 'North', state: 'queued', limit: 10 })).not.toContain(
       'operations_tenant_settled',
+    );
+  });
+
+  it("finds a tenant's live operations through the live states' indexes, never its whole history", () => {
+    // A tenant's queued operations: a seek per class with work waiting, then the tenant's entries.
+    const queued = plan(store, { tenant: 'North', state: 'queued', limit: 10 });
+    expect(queued).toMatch(
+      /SEARCH operations USING (COVERING )?INDEX operations_ready \(class=\? AND tenant=\?\)/,
+    );
+    expect(queued).not.toContain('sqlite_autoindex_operations');
+    expect(
+      plan(store, { tenant: 'North', state: 'queued', kind: 'charge', after: 7, limit: 10, maxBytes: 100 }),
+    ).toMatch(/operations_ready \(class=\? AND tenant=\?\)/);
+    // Running ones, with or without a tenant: the leases' index, one entry per running operation.
+    for (const p of [{ tenant: 'North' }, {}, { kind: 'charge' }]) {
+      const running = plan(store, { ...p, state: 'running', limit: 10 });
+      expect(running).toContain('SCAN operations USING INDEX operations_leases');
+      expect(running).not.toContain('sqlite_autoindex_operations');
+    }
+    // Every tenant's queued operations are read in order from the cursor, not the whole ready index.
+    expect(plan(store, { state: 'queued', after: 7, limit: 10 })).toContain(
+      'USING INTEGER PRIMARY KEY (rowid>?)',
     );
   });
 

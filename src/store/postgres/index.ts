@@ -29,6 +29,7 @@ import { openPostgres, type PgContext, type PostgresOptions } from './connection
 import { effectBegin, effectBeginMany, effectMark, effectMarkMany, effectRecordSend } from './effects.js';
 import { extendMany, finishMany } from './finish.js';
 import { finishAndClaim } from './finish-claim.js';
+import { listQuery } from './list.js';
 import { foldClassDeltas, purge, rescue } from './maintenance.js';
 import { migratePostgres, migrationStatusPostgres } from './migrate.js';
 import { type SubscribeOptions, subscribe } from './notify.js';
@@ -78,9 +79,6 @@ export interface PostgresStore extends Store {
  * const sluice = new Sluice({ store });
  * ```
  */
-/** The bytes of a listed operation's input, result and error, as the store holds them. */
-const LISTED_BYTES = `octet_length(input) + coalesce(octet_length(result), 0) + coalesce(octet_length(error), 0)`;
-
 const OPTION_KEYS = [
   'connectionString',
   'pool',
@@ -102,31 +100,8 @@ export function postgresStore(options: PostgresOptions): PostgresStore {
   const subscriptions = new Set<() => Promise<void>>();
   let autovacuumChecked = false;
   const list = (p: ListParams) => {
-    const where: string[] = ['seq > $1'];
-    const values: unknown[] = [p.after ?? 0];
-    for (const [column, value] of [
-      ['tenant', p.tenant],
-      ['state', p.state],
-      ['kind', p.kind],
-    ] as const) {
-      if (value === undefined) continue;
-      values.push(value);
-      where.push(`${column} = $${values.length}`);
-    }
-    values.push(p.limit);
-    const page = `SELECT *, ${LISTED_BYTES} AS listed_bytes FROM {s}.operations
-      WHERE ${where.join(' AND ')} ORDER BY seq LIMIT $${values.length}`;
-    if (p.maxBytes === undefined) return ctx.query(page, values);
-    values.push(p.maxBytes);
-    // As SQLite's (store/sqlite/list.ts): the page, then the prefix that ends one row after the
-    // first row reaching the bound.
-    return ctx.query(
-      `SELECT * FROM (
-         SELECT p.*, sum(p.listed_bytes) OVER (ORDER BY p.seq ROWS BETWEEN UNBOUNDED PRECEDING AND 2 PRECEDING) AS before
-           FROM (${page}) AS p) AS w
-        WHERE coalesce(w.before, 0) < $${values.length} ORDER BY w.seq`,
-      values,
-    );
+    const { text, values } = listQuery(p);
+    return ctx.query(text, values);
   };
   return {
     dialect: 'postgres',
