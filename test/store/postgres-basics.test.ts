@@ -1488,6 +1488,26 @@ describe('errors', () => {
     expect(await codeOf(store.operationGet({ tenant: 'a', id: 'b' }))).toBe('store-unavailable');
   });
 
+  it('reports a database that takes no connections (ALLOW_CONNECTIONS false) as store-unavailable', async () => {
+    // The server refuses the session with a FATAL of SQLSTATE 55000, a code that elsewhere means
+    // a statement's precondition: it is the severity that says the connection is gone.
+    const admin = await db.client();
+    const name = `closed_${db.freshSchema()}`;
+    try {
+      await admin.query(`CREATE DATABASE ${name}`);
+      await admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`);
+      const url = new URL(db.url);
+      url.pathname = `/${name}`;
+      const store = db.store({ connectionString: url.href, poolSize: 1 });
+      const error = await store.operationGet({ tenant: 'a', id: 'b' }).catch((e: unknown) => e);
+      expect(isSluiceError(error) && [error.code, error.retryable]).toEqual(['store-unavailable', true]);
+      expect((error as Error).message).toMatch(/not currently accepting connections/);
+    } finally {
+      await admin.query(`DROP DATABASE IF EXISTS ${name}`);
+      await admin.end();
+    }
+  });
+
   it('reports a connection the server terminated mid-statement as store-unavailable, then recovers', async () => {
     const [store] = await processes(1);
     // Settled into a value at once: its rejection may arrive before the test looks at it.
@@ -1539,6 +1559,11 @@ describe('errors', () => {
     for (const code of ['3F000', '42P01', '42883', '42703'])
       expect([code, reason(pgError(code))]).toEqual([code, 'store-not-migrated']);
     expect(reason(pgError('42601'))).toBe('store-unknown');
+    // A FATAL ends the session whatever its code; the same code as an ERROR is the statement's.
+    const fatal = (code: string) => Object.assign(pgError(code), { severity: 'FATAL' });
+    expect(reason(fatal('55000'))).toBe('store-unavailable');
+    expect(reason(pgError('55000'))).toBe('store-unknown');
+    expect(reason(fatal('42P01'))).toBe('store-not-migrated');
     expect(reason(pgError('ECONNRESET'))).toBe('store-unavailable');
     expect(reason(new Error('Connection terminated unexpectedly'))).toBe('store-unavailable');
     expect(reason(new TypeError('not a database error'))).toBe('unclassified');

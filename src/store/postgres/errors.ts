@@ -80,7 +80,11 @@ export function classifyPgError(error: unknown): unknown {
   const message = error instanceof Error ? error.message : String(error);
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) {
-    const reason = reasonOfSqlState(code) ?? 'unknown';
+    // A FATAL (or PANIC) ends the session, whatever its code: "database is not currently
+    // accepting connections" is a 55000, which as an ERROR is a statement's precondition.
+    const severity = (error as { severity?: unknown }).severity;
+    const reason =
+      reasonOfSqlState(code) ?? (severity === 'FATAL' || severity === 'PANIC' ? 'unavailable' : 'unknown');
     const hint = reason === 'not-migrated' ? ` (${MIGRATE_HINT})` : '';
     return new StoreError(reason, `PostgreSQL ${code}: ${message}${hint}`, { cause: error });
   }
