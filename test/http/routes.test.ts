@@ -122,6 +122,22 @@ describe('routes, in-process', () => {
     ).toBeUndefined();
   });
 
+  it("count a poll hint on the store's clock, not this host's", async () => {
+    // The store's clock ten minutes ahead of this host's, as a PostgreSQL server's may be of an
+    // API host's: an operation due now on the store's clock is due now, not in ten minutes.
+    const ahead = { now: () => Date.now() + 600_000 };
+    r = await rig({ store: sqliteStore({ path: ':memory:', clock: ahead }) });
+    const now = await submit(r, 'now', { kind: 'note', input: { text: 'n' } });
+    expect([now.status, now.headers['retry-after']]).toEqual([202, '1']);
+    expect((await inject(r, 'GET', '/v1/operations/now')).headers['retry-after']).toBe('1');
+    const later = await submit(r, 'later', { kind: 'note', input: { text: 'n' }, delayMs: 30_000 });
+    expect(Number(later.headers['retry-after'])).toBeGreaterThanOrEqual(29);
+    expect(Number(later.headers['retry-after'])).toBeLessThanOrEqual(30);
+    const replay = await submit(r, 'later', { kind: 'note', input: { text: 'n' }, delayMs: 30_000 });
+    expect(replay.status).toBe(200);
+    expect(Number(replay.headers['retry-after'])).toBeLessThanOrEqual(30);
+  });
+
   it('lists page by cursor, filter by state and kind, and check their parameters', async () => {
     r = await rig();
     for (let i = 0; i < 5; i++)

@@ -29,6 +29,7 @@ import {
   operationSchema,
   submitBodySchema,
 } from '../schemas.js';
+import { StoreClock } from '../store-clock.js';
 import type { TenantListings } from '../tenant-listings.js';
 import { operationFor } from '../tenant-view.js';
 
@@ -76,6 +77,7 @@ export function operationRoutes(
   deps: { sluice: Sluice; accepting: () => boolean; listings?: TenantListings },
 ): void {
   const { sluice } = deps;
+  const clock = new StoreClock(sluice.store);
 
   app.post(
     '/v1/operations',
@@ -142,7 +144,7 @@ export function operationRoutes(
       });
       reply.header('location', operationPath(id));
       if (!created) reply.header('idempotent-replayed', 'true');
-      setPollHint(reply, operation);
+      await setPollHint(reply, operation, clock);
       return reply.code(created ? 202 : 200).send(operationFor(principal, operation));
     },
   );
@@ -169,7 +171,7 @@ export function operationRoutes(
       const include = (request.query as { include?: string }).include?.split(',') as Include[] | undefined;
       const op = await sluice.get({ tenant, id }, { include });
       if (!op) throw new OperationNotFound(tenant, id);
-      setPollHint(reply, op);
+      await setPollHint(reply, op, clock);
       return operationFor(principalOf(request), op);
     },
   );
@@ -234,7 +236,9 @@ export function operationRoutes(
   );
 }
 
-function setPollHint(reply: FastifyReply, op: Operation): void {
-  const seconds = pollAfterSeconds(op, Date.now());
+/** Counted on the store's clock, the one `runAfter` is on, not this host's. */
+async function setPollHint(reply: FastifyReply, op: Operation, clock: StoreClock): Promise<void> {
+  // Only a queued operation's hint reads the clock: it counts to the operation's `runAfter`.
+  const seconds = pollAfterSeconds(op, op.state === 'queued' ? await clock.now() : 0);
   if (seconds !== undefined) reply.header('retry-after', String(seconds));
 }

@@ -38,7 +38,11 @@ export interface PostgresOptions {
   schema?: string;
   /** Connections of the store's own pool. Default 10. */
   poolSize?: number;
-  /** The clock that stamps leases, deadlines and effects. Default: the database server's. */
+  /**
+   * The clock that stamps leases, deadlines and effects. Default: the database server's, one
+   * clock for every process. For tests: a host's clock here puts hosts' clocks back into the
+   * decisions (docs/operations.md, "Clocks").
+   */
   clock?: Clock;
   /** `statement_timeout` of the store's own pool's connections (ms). Default: the server's. */
   statementTimeoutMs?: number;
