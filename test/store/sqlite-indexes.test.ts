@@ -48,7 +48,7 @@ describe('the SQLite index of settled operations by tenant', () => {
     );
   });
 
-  it("finds a tenant's live operations through the live states' indexes, never its whole history", () => {
+  it("finds a tenant's operations through each state's index, never its whole history", () => {
     // A tenant's queued operations: a seek per class with work waiting, then the tenant's entries.
     const queued = plan(store, { tenant: 'North', state: 'queued', limit: 10 });
     expect(queued).toMatch(
@@ -63,6 +63,19 @@ describe('the SQLite index of settled operations by tenant', () => {
       const running = plan(store, { ...p, state: 'running', limit: 10 });
       expect(running).toContain('SCAN operations USING INDEX operations_leases');
       expect(running).not.toContain('sqlite_autoindex_operations');
+    }
+    // A tenant's operations in every state: a page at most from each state's index, not the
+    // tenant's key read whole and sorted.
+    for (const p of [{}, { kind: 'charge' }, { after: 7, maxBytes: 100 }]) {
+      const every = plan(store, { ...p, tenant: 'North', limit: 10 });
+      expect(every).not.toContain('sqlite_autoindex_operations');
+      expect(
+        every.match(
+          /SEARCH operations USING (COVERING )?INDEX operations_tenant_settled \(tenant=\? AND state=\? AND seq>\?\)/g,
+        ),
+      ).toHaveLength(5);
+      expect(every).toMatch(/operations_ready \(class=\? AND tenant=\?\)/);
+      expect(every).toContain('SCAN operations USING INDEX operations_leases');
     }
     // Every tenant's queued operations are read in order from the cursor, not the whole ready index.
     expect(plan(store, { state: 'queued', after: 7, limit: 10 })).toContain(

@@ -20,7 +20,8 @@
  * Without a state, a tenant's operations are read through its `(tenant, id)` key and sorted: a
  * listing by tenant alone, or by kind, reads all of a tenant's rows (docs/admission.md).
  */
-import { isTerminal } from '../../core/states.js';
+import { InvalidArgument } from '../../core/errors/index.js';
+import { isTerminal, OPERATION_STATES, type OperationState } from '../../core/states.js';
 import type { ListParams } from '../types.js';
 
 /** The WHERE of the settled-state index, word for word (migrations/0013_tenant_settled.sql). */
@@ -37,26 +38,47 @@ const QUEUED_CLASSES = `WITH RECURSIVE queued_classes(class) AS (
       FROM queued_classes q WHERE q.class IS NOT NULL)
   `;
 
-export function listSql(p: ListParams): string {
+/** The FROM and WHERE that read one state's operations (`state` undefined: every state's). */
+function filtered(p: ListParams, state: OperationState | undefined): { from: string; where: string[] } {
   const where: string[] = ['seq > @after'];
   let from = 'operations';
-  let withClause = '';
   if (p.tenant !== undefined) where.push('tenant = @tenant');
-  if (p.state !== undefined) {
-    // The live states' indexes are partial on the state: written out, not bound, or SQLite
-    // cannot tell that the query stays inside them.
-    where.push(`state = ${p.state === 'running' || p.state === 'queued' ? `'${p.state}'` : '@state'}`);
-    if (isTerminal(p.state)) where.push(SETTLED);
-    if (p.state === 'running') from = 'operations INDEXED BY operations_leases';
-    if (p.state === 'queued' && p.tenant !== undefined) {
-      withClause = QUEUED_CLASSES;
+  if (state !== undefined) {
+    // Checked here too, since it is written into the statement: the store is called directly.
+    if (!OPERATION_STATES.includes(state))
+      throw new InvalidArgument(`state must be one of ${OPERATION_STATES.join(', ')}`);
+    // Written out, not bound: the indexes are partial on the state, and SQLite reads a partial
+    // index only for a query whose WHERE says its condition in so many words.
+    where.push(`state = '${state}'`);
+    if (isTerminal(state)) where.push(SETTLED);
+    if (state === 'running') from = 'operations INDEXED BY operations_leases';
+    if (state === 'queued' && p.tenant !== undefined) {
       from = 'operations INDEXED BY operations_ready';
       where.push('class IN (SELECT class FROM queued_classes)');
     }
   }
   if (p.kind !== undefined) where.push('kind = @kind');
-  const page = `SELECT *, ${LISTED_BYTES} AS listed_bytes FROM ${from}
-    WHERE ${where.join(' AND ')} ORDER BY seq LIMIT @limit`;
+  return { from, where };
+}
+
+export function listSql(p: ListParams): string {
+  let page: string;
+  if (p.tenant !== undefined && p.state === undefined) {
+    // Each state's first rows after the cursor, through its own index, then the first of those:
+    // a page reads at most a page per state, where the tenant's key would read all its rows.
+    const firsts = OPERATION_STATES.map((state) => {
+      const { from, where } = filtered(p, state);
+      return `SELECT seq FROM (SELECT seq FROM ${from} WHERE ${where.join(' AND ')} ORDER BY seq LIMIT @limit)`;
+    });
+    page = `SELECT *, ${LISTED_BYTES} AS listed_bytes FROM operations
+      WHERE seq IN (${firsts.join(' UNION ALL ')}) ORDER BY seq LIMIT @limit`;
+  } else {
+    const { from, where } = filtered(p, p.state);
+    page = `SELECT *, ${LISTED_BYTES} AS listed_bytes FROM ${from}
+      WHERE ${where.join(' AND ')} ORDER BY seq LIMIT @limit`;
+  }
+  const withClause =
+    p.tenant !== undefined && (p.state === undefined || p.state === 'queued') ? QUEUED_CLASSES : '';
   if (p.maxBytes === undefined) return withClause + page;
   // The page first (its LIMIT bounds what the window reads), then its prefix: a row is kept
   // while the rows before the one before it stay under the bound, so the page ends one row
