@@ -77,6 +77,10 @@ describe('the SQLite index of settled operations by tenant', () => {
       expect(every).toMatch(/operations_ready \(class=\? AND tenant=\?\)/);
       expect(every).toContain('SCAN operations USING INDEX operations_leases');
     }
+    // The state is written into the statement: a value that is not a state never reaches it.
+    expect(() => listSql({ tenant: 'North', state: "queued' OR 1=1 --" as 'queued', limit: 10 })).toThrow(
+      /state must be one of/,
+    );
     // Every tenant's queued operations are read in order from the cursor, not the whole ready index.
     expect(plan(store, { state: 'queued', after: 7, limit: 10 })).toContain(
       'USING INTEGER PRIMARY KEY (rowid>?)',
