@@ -36,7 +36,7 @@ export class StoreClock {
   }
 
   /**
-   * Measures the offset: the store's answer against the middle of the call on this host. A
+   * Measures the offset: the store's answer against the start of the call on this host. A
    * store that cannot answer keeps the last offset (the host's own clock at first) until the
    * next try, a minute later: the hint is advice, and the request that wanted it is not failed.
    */
@@ -44,9 +44,12 @@ export class StoreClock {
     this.measuredAt = performance.now();
     this.measuring ??= (async () => {
       try {
+        // Against the call's start: the store read its clock after it, so the offset can only come
+        // out long, by up to the call's time, and a hint only short. Against the middle, a call
+        // whose answer waited for a busy event loop came out short, and told clients to wait on.
         const before = Date.now();
         const storeNow = await this.store.now();
-        this.offsetMs = storeNow - (before + Date.now()) / 2;
+        this.offsetMs = storeNow - before;
         this.known = true;
       } catch {
         // Kept: the last offset.
