@@ -7,19 +7,21 @@
  *
  * Kinds: the submit body's `input` becomes a `oneOf` over kinds (discriminated by `kind`), each
  * with the kind's input schema from its validator's Standard JSON Schema interface (zod 4,
- * among others). A validator without one documents `input` as `{}` with a description.
+ * among others), as a component of its own. A validator without one documents `input` as `{}`
+ * with a description.
  *
  * What the server answers before any route runs is documented too: every 401's `WWW-Authenticate`
  * challenge, and the 405 (with `Allow`) a listed path answers to a method it does not take.
  */
 import { readFileSync } from 'node:fs';
 import { STATUS_CODES } from 'node:http';
+import { isDeepStrictEqual } from 'node:util';
 import type { StandardJSONSchemaV1 } from '@standard-schema/spec';
 import type { FastifyContextConfig, RouteOptions } from 'fastify';
 import type { Kind } from '../runtime/kinds.js';
 import { PROBLEM_CONTENT_TYPE, PROBLEMS, problemType } from './problem.js';
 import type { AuthMode } from './route-config.js';
-import { type JsonSchema, problemSchema } from './schemas.js';
+import { type JsonSchema, operationSchema, problemSchema } from './schemas.js';
 
 export interface RouteRecord {
   method: string;
@@ -60,18 +62,30 @@ export function recordRoutes(app: {
   return routes;
 }
 
-let version: string | undefined;
-function packageVersion(): string {
-  if (version) return version;
+interface PackageInfo {
+  version: string;
+  license?: string;
+}
+
+let packageInfo: PackageInfo | undefined;
+function readPackage(): PackageInfo {
+  if (packageInfo) return packageInfo;
   try {
     const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
       version?: string;
+      license?: string;
     };
-    version = pkg.version ?? '0.0.0';
+    packageInfo = { version: pkg.version ?? '0.0.0', license: pkg.license };
   } catch {
-    version = '0.0.0';
+    packageInfo = { version: '0.0.0' };
   }
-  return version;
+  return packageInfo;
+}
+
+/** npm's `license` is an SPDX expression, which is what OpenAPI 3.1's `identifier` takes. */
+function license(): JsonSchema {
+  const spdx = readPackage().license;
+  return spdx ? { license: { name: spdx, identifier: spdx } } : {};
 }
 
 /** The kind's input schema as JSON Schema 2020-12, when its validator can say. */
@@ -82,8 +96,6 @@ export function kindInputSchema(kind: Kind): JsonSchema {
     const converted = std.jsonSchema?.input({ target: 'draft-2020-12' });
     if (converted && typeof converted === 'object') {
       const { $schema: _ignored, ...schema } = converted as JsonSchema;
-      // Internal `#/$defs/…` references must resolve inside this schema, not the document.
-      if ('$defs' in schema) schema.$id = `https://sluice.dev/kinds/${kind.name}/input`;
       return { ...schema, description: [schema.description, note].filter(Boolean).join(' ') };
     }
   } catch {
@@ -92,6 +104,130 @@ export function kindInputSchema(kind: Kind): JsonSchema {
   return {
     description: `Validated by the kind's ${kind.schema['~standard'].vendor} schema, which offers no JSON Schema. ${note}`,
   };
+}
+
+const isObject = (value: unknown): value is JsonSchema =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+const mapValues = (object: JsonSchema, f: (value: unknown) => unknown): JsonSchema =>
+  Object.fromEntries(Object.entries(object).map(([key, value]) => [key, f(value)]));
+
+/** Keywords whose value is a schema or an array of schemas (JSON Schema 2020-12 and draft 7). */
+const SUBSCHEMAS = new Set([
+  'items',
+  'additionalItems',
+  'prefixItems',
+  'contains',
+  'additionalProperties',
+  'unevaluatedItems',
+  'unevaluatedProperties',
+  'propertyNames',
+  'not',
+  'if',
+  'then',
+  'else',
+  'allOf',
+  'anyOf',
+  'oneOf',
+  'contentSchema',
+]);
+/** Keywords whose value is an object of schemas: their keys are names, not keywords. */
+const SUBSCHEMA_MAPS = new Set([
+  'properties',
+  'patternProperties',
+  'dependentSchemas',
+  'dependencies',
+  '$defs',
+  'definitions',
+]);
+
+/**
+ * A schema with every `$ref` passed through `ref`, walking only where schemas are (a `const`, an
+ * `enum` or a property named `$ref` is data). `$id` and `$schema` are dropped: once the schema
+ * sits in the document, references beneath an `$id` would resolve against it, not the document.
+ */
+function rewriteRefs(schema: unknown, ref: (target: string) => string): unknown {
+  if (Array.isArray(schema)) return schema.map((item) => rewriteRefs(item, ref));
+  if (!isObject(schema)) return schema;
+  const out: JsonSchema = {};
+  for (const [key, value] of Object.entries(schema)) {
+    if (key === '$id' || key === '$schema') continue;
+    if (key === '$ref' && typeof value === 'string') out[key] = ref(value);
+    else if (SUBSCHEMAS.has(key)) out[key] = rewriteRefs(value, ref);
+    else if (SUBSCHEMA_MAPS.has(key) && isObject(value))
+      out[key] = mapValues(value, (sub) => rewriteRefs(sub, ref));
+    else out[key] = value;
+  }
+  return out;
+}
+
+/** One step of a JSON Pointer in a URI fragment (RFC 6901 §6), as the key it names. */
+function pointerStep(step: string): string | undefined {
+  try {
+    return decodeURIComponent(step).replaceAll('~1', '/').replaceAll('~0', '~');
+  } catch {
+    return undefined;
+  }
+}
+
+/** A component name (OpenAPI's `^[a-zA-Z0-9.\-_]+$`) for a `$defs` entry, not yet taken. */
+function freeName(base: string, taken: Set<string>): string {
+  let name = base;
+  for (let n = 2; taken.has(name); n++) name = `${base}_${n}`;
+  taken.add(name);
+  return name;
+}
+
+const schemaRef = (name: string) => `#/components/schemas/${name}`;
+
+/**
+ * A kind's input schema as components: its own, `Submit.<kind>.Input`, and one per entry of its
+ * top-level `$defs` (or draft 7 `definitions`), `Submit.<kind>.Input.<name>`. Copied as it came,
+ * its `#` would name the whole document and its `#/$defs/…` a place no OpenAPI tool looks; so
+ * each reference is pointed at the component now holding its target. Kind names have no capitals:
+ * no kind's components can take another's names, whatever their `$defs` are called.
+ */
+function kindInputComponents(kind: Kind, components: Record<string, JsonSchema>): string {
+  const { $defs, definitions, ...root } = kindInputSchema(kind);
+  const self = `Submit.${kind.name}.Input`;
+  const hoisted = new Map<string, { name: string; schema: unknown }>();
+  const taken = new Set([self]);
+  for (const [where, defs] of [
+    ['$defs', $defs],
+    ['definitions', definitions],
+  ] as const) {
+    if (!isObject(defs)) continue;
+    for (const [key, schema] of Object.entries(defs)) {
+      const name = freeName(`${self}.${key.replace(/[^A-Za-z0-9._-]/g, '_')}`, taken);
+      hoisted.set(`${where}/${key}`, { name, schema });
+    }
+  }
+  const ref = (target: string): string => {
+    // Another document, or a plain-name anchor: not this schema's to resolve.
+    if (target !== '#' && !target.startsWith('#/')) return target;
+    const [where = '', key = '', ...rest] = target.slice(2).split('/');
+    const def = hoisted.get(`${where}/${pointerStep(key)}`);
+    if (def) return [schemaRef(def.name), ...rest].join('/');
+    return target === '#' ? schemaRef(self) : `${schemaRef(self)}${target.slice(1)}`;
+  };
+  components[self] = rewriteRefs(root, ref) as JsonSchema;
+  for (const { name, schema } of hoisted.values()) components[name] = rewriteRefs(schema, ref) as JsonSchema;
+  return schemaRef(self);
+}
+
+/** Schemas written once under `components.schemas`, referred to wherever a response has them. */
+const NAMED_SCHEMAS: Record<string, JsonSchema> = { Operation: operationSchema };
+
+/** `schema` with each named schema in it replaced by a reference, registering what it refers to. */
+function named(schema: unknown, components: Record<string, JsonSchema>): unknown {
+  for (const [name, known] of Object.entries(NAMED_SCHEMAS)) {
+    if (isDeepStrictEqual(schema, known)) {
+      components[name] = known;
+      return { $ref: schemaRef(name) };
+    }
+  }
+  if (Array.isArray(schema)) return schema.map((item) => named(item, components));
+  return isObject(schema) ? mapValues(schema, (value) => named(value, components)) : schema;
 }
 
 const toOpenApiPath = (url: string) => url.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
@@ -199,10 +335,12 @@ function problemResponses(codes: string[]): Record<string, JsonSchema> {
   const out: Record<string, JsonSchema> = {};
   for (const [status, list] of [...byStatus].sort(([a], [b]) => a - b)) {
     const headers: Record<string, JsonSchema> = {};
+    // Every 429 and 503 has an estimate: its code's default, or the one its error carries (problem.ts).
     if (status === 429 || status === 503)
       headers['Retry-After'] = {
-        description: 'Seconds to wait before retrying.',
-        schema: { type: 'integer' },
+        description: 'Seconds to wait before retrying: at least 1.',
+        required: true,
+        schema: { type: 'integer', minimum: 1 },
       };
     // RFC 9110 §11.6.1 and RFC 6750 §3: every 401 carries the Bearer challenge (auth.ts, server.ts).
     if (status === 401) headers['WWW-Authenticate'] = CHALLENGE;
@@ -221,17 +359,25 @@ function problemResponses(codes: string[]): Record<string, JsonSchema> {
   return out;
 }
 
-function successResponses(route: RouteRecord): Record<string, JsonSchema> {
+function successResponses(
+  route: RouteRecord,
+  components: Record<string, JsonSchema>,
+): Record<string, JsonSchema> {
   const out: Record<string, JsonSchema> = {};
   const response = (route.schema.response ?? {}) as Record<string, JsonSchema>;
   for (const [status, schema] of Object.entries(response)) {
     const description = (schema.description as string | undefined) ?? STATUS_CODES[Number(status)] ?? 'OK';
     const headers: Record<string, JsonSchema> = {};
     if (route.method === 'POST' && route.url === '/v1/operations') {
-      headers.Location = { description: 'The operation: `/v1/operations/{id}`.', schema: { type: 'string' } };
+      headers.Location = {
+        description: 'The operation: `/v1/operations/{id}`.',
+        required: true,
+        schema: { type: 'string' },
+      };
       if (status === '200') {
         headers['Idempotent-Replayed'] = {
           description: '`true` on a replay.',
+          required: true,
           schema: { type: 'string', const: 'true' },
         };
       }
@@ -251,7 +397,7 @@ function successResponses(route: RouteRecord): Record<string, JsonSchema> {
     out[status] = {
       description,
       ...(Object.keys(headers).length > 0 ? { headers } : {}),
-      content: content ?? { 'application/json': { schema: bare(schema) } },
+      content: content ?? { 'application/json': { schema: named(bare(schema), components) } },
     };
   }
   return out;
@@ -271,10 +417,11 @@ function requestBody(
       const name = `Submit.${kind.name}`;
       mapping[kind.name] = `#/components/schemas/${name}`;
       const props = body.properties as Record<string, JsonSchema>;
+      const input = { $ref: kindInputComponents(kind, components) };
       components[name] = {
         ...body,
         title: `Submit ${kind.name}`,
-        properties: { ...props, kind: { type: 'string', const: kind.name }, input: kindInputSchema(kind) },
+        properties: { ...props, kind: { type: 'string', const: kind.name }, input },
       };
       return { $ref: mapping[kind.name] };
     });
@@ -316,7 +463,7 @@ export function openApiDocument(options: OpenApiOptions): JsonSchema {
     else if (auth === 'tenant') op['x-sluice-auth'] = 'tenant key';
     else if (auth === 'any') op['x-sluice-auth'] = 'tenant key, or admin key with ?tenant=';
     op.responses = {
-      ...successResponses(route),
+      ...successResponses(route, components),
       ...problemResponses([...commonProblems(route), ...(route.config.problems ?? [])]),
     };
     const path = toOpenApiPath(route.url);
@@ -327,7 +474,8 @@ export function openApiDocument(options: OpenApiOptions): JsonSchema {
     openapi: '3.1.0',
     info: {
       title: options.title ?? 'Sluice',
-      version: packageVersion(),
+      version: readPackage().version,
+      ...license(),
       description:
         'Bounded, durable background operations with safe retries. Errors are RFC 9457 problems whose ' +
         `\`type\` is \`${problemType('<code>')}\`. Idempotency keys: an operation's key answers with that ` +
@@ -337,6 +485,8 @@ export function openApiDocument(options: OpenApiOptions): JsonSchema {
         "path answers `405 method-not-allowed` with an `Allow` header naming the path's methods " +
         '(`components.responses.MethodNotAllowed`). See docs/http-api.md.',
     },
+    // OpenAPI's default when absent (the host that served this document), said for the tools that ask.
+    servers: [{ url: '/' }],
     tags: [
       { name: 'operations', description: "A tenant's operations." },
       { name: 'admin', description: 'Operator actions (admin key).' },

@@ -357,9 +357,13 @@ export function pathOf(url: string): string {
   return query === -1 ? url : url.slice(0, query);
 }
 
-/** The path, bounded. */
+/**
+ * The path, bounded. RFC 9457 §3.1.5 has `instance` be a URI reference: the cut keeps whole
+ * `%XX` escapes, and says it cut with an ellipsis escaped as one (a bare `…` is not allowed there).
+ */
 function safeInstance(path: string): string {
-  return path.length > 1024 ? `${path.slice(0, 1024)}…` : path;
+  if (path.length <= 1024) return path;
+  return `${path.slice(0, 1024).replace(/%[0-9A-Fa-f]?$/, '')}%E2%80%A6`;
 }
 
 /**

@@ -2,12 +2,18 @@
  * The OpenAPI document: valid OpenAPI 3.1 (checked by a validator library), listing exactly
  * the routes fastify has registered (read from fastify's own route tree, not from the
  * generator's record), with each kind's input schema under the submit body — and a kind whose
- * validator offers no JSON Schema documented as `{}` with a description.
+ * validator offers no JSON Schema documented as `{}` with a description. Every `$ref` in it
+ * resolves within it, whatever references a kind's own JSON Schema makes.
  */
+import { readFileSync } from 'node:fs';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { afterEach, describe, expect, it } from 'vitest';
-import { PROBLEMS } from '../../src/http/problem.js';
+import { z } from 'zod';
+import { BudgetExhausted, CapacityExceeded, SluiceError } from '../../src/core/errors/index.js';
+import { PROBLEMS, toProblem } from '../../src/http/problem.js';
+import { operationSchema } from '../../src/http/schemas.js';
+import type { Sluice } from '../../src/index.js';
 import { KEYS, type Rig, rig } from './rig.js';
 
 /** Every (METHOD, /path/{param}) in fastify's route tree, from `printRoutes`. */
@@ -47,6 +53,82 @@ const handmade: StandardSchemaV1<{ n: number }> = {
   },
 };
 
+/**
+ * What a same-document `$ref` (a JSON Pointer as a URI fragment, RFC 6901 §6) points at, or
+ * undefined. `#` alone is refused: in a kind's schema it meant that schema, here the document.
+ */
+function resolveRef(doc: unknown, ref: string): unknown {
+  if (!ref.startsWith('#/')) return undefined;
+  let node = doc;
+  for (const raw of ref.slice(2).split('/')) {
+    const key = decodeURIComponent(raw).replaceAll('~1', '/').replaceAll('~0', '~');
+    if (typeof node !== 'object' || node === null || !Object.hasOwn(node, key)) return undefined;
+    node = (node as Record<string, unknown>)[key];
+  }
+  return node;
+}
+
+/** Every value of the keyword `name` in the document, with where it sits. */
+function keywordsIn(node: unknown, name: string, at = '#'): Array<{ at: string; value: unknown }> {
+  if (typeof node !== 'object' || node === null) return [];
+  return Object.entries(node).flatMap(([key, value]) => [
+    ...(key === name ? [{ at, value }] : []),
+    ...keywordsIn(value, name, `${at}/${key}`),
+  ]);
+}
+
+/**
+ * A validator offering draft 7 JSON Schema with an `$id`, `definitions` named with characters a
+ * component name cannot hold, and a reference into its own properties.
+ */
+const legacy = {
+  '~standard': {
+    version: 1,
+    vendor: 'legacy',
+    validate: (value: unknown) => ({ value }),
+    jsonSchema: {
+      input: () => ({
+        $schema: 'http://json-schema.org/draft-07/schema#',
+        $id: 'https://example.com/legacy',
+        type: 'object',
+        properties: {
+          a: { $ref: '#/definitions/a~1b' },
+          b: { $ref: '#/properties/a' },
+          c: { $ref: '#/definitions/Part%20two/properties/n' },
+        },
+        definitions: { 'a/b': { type: 'string' }, 'Part two': { properties: { n: { type: 'number' } } } },
+      }),
+      output: () => ({}),
+    },
+  },
+} as StandardSchemaV1;
+
+/**
+ * Kinds whose JSON Schema refers inside itself: a tree whose children are trees (zod emits
+ * `$ref: "#"`), two kinds that each share an `Address` between two fields (`#/$defs/Address`),
+ * not the same `Address`, and `legacy` above.
+ */
+function defineReferringKinds(sluice: Sluice): void {
+  const Tree = z.object({
+    name: z.string(),
+    get children() {
+      return z.array(Tree).optional();
+    },
+  });
+  const Address = z.object({ city: z.string() }).meta({ id: 'Address' });
+  const PostalAddress = z.object({ street: z.string(), zip: z.string() }).meta({ id: 'Address' });
+  sluice.define('tree', { input: Tree, run: async () => null });
+  sluice.define('ship', {
+    input: z.object({ home: Address, work: Address.optional() }),
+    run: async () => null,
+  });
+  sluice.define('bill', {
+    input: z.object({ billing: PostalAddress, shipping: PostalAddress.nullable() }),
+    run: async () => null,
+  });
+  sluice.define('legacy', { input: legacy, run: async () => null });
+}
+
 describe('GET /openapi.json', () => {
   let r: Rig;
   afterEach(async () => r?.close());
@@ -70,6 +152,10 @@ describe('GET /openapi.json', () => {
     // The validator is not a rubber stamp: a document without its info is refused.
     const { info: _info, ...broken } = doc;
     expect((await new Validator().validate(broken)).valid).toBe(false);
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
+    expect(doc.info.license).toEqual({ name: pkg.license, identifier: pkg.license });
+    // The default OpenAPI assumes without it, written out for the linters that ask for one.
+    expect(doc.servers).toEqual([{ url: '/' }]);
 
     const documented = Object.entries(doc.paths as Record<string, Record<string, unknown>>)
       .flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`))
@@ -160,13 +246,15 @@ describe('GET /openapi.json', () => {
     expect(Object.keys(body.discriminator.mapping)).toEqual(['charge', 'note', 'handmade']);
     const charge = doc.components.schemas['Submit.charge'];
     expect(charge.properties.kind).toEqual({ type: 'string', const: 'charge' });
-    expect(charge.properties.input).toMatchObject({
+    expect(charge.properties.input).toEqual({ $ref: '#/components/schemas/Submit.charge.Input' });
+    expect(resolveRef(doc, charge.properties.input.$ref)).toMatchObject({
       type: 'object',
       required: ['invoice', 'amount_cents'],
       properties: { invoice: { type: 'integer' }, amount_cents: { type: 'integer' } },
     });
     expect(charge.additionalProperties).toBe(false);
-    const hand = doc.components.schemas['Submit.handmade'].properties.input;
+    const handRef = doc.components.schemas['Submit.handmade'].properties.input.$ref;
+    const hand = resolveRef(doc, handRef) as Record<string, unknown>;
     expect(Object.keys(hand)).toEqual(['description']);
     expect(hand.description).toMatch(/handmade schema, which offers no JSON Schema/);
 
@@ -292,5 +380,167 @@ describe('GET /openapi.json', () => {
     expect(seen.size).toBe(3);
     // The pattern is not a rubber stamp.
     expect(pattern.test('Basic realm="sluice"')).toBe(false);
+  });
+
+  it('resolves every $ref within the document, for kinds whose inputs refer to themselves and share parts', async () => {
+    r = await rig({ define: defineReferringKinds });
+    const doc = (await r.call('GET', '/openapi.json', { key: null })).json;
+    const refs = keywordsIn(doc, '$ref');
+    expect(refs.length).toBeGreaterThan(20);
+    for (const { at, value } of refs) {
+      expect([at, value, resolveRef(doc, String(value))]).toEqual([at, value, expect.any(Object)]);
+    }
+    // A `$id` would resolve the references beneath it against its URI, not this document.
+    expect(keywordsIn(doc, '$id')).toEqual([]);
+    expect((await new Validator().validate(doc)).errors ?? []).toEqual([]);
+
+    const schemas = doc.components.schemas;
+    const inputRef = (kind: string): string => schemas[`Submit.${kind}`].properties.input.$ref;
+    // biome-ignore lint/suspicious/noExplicitAny: a JSON Schema read from the document
+    const input = (kind: string): any => resolveRef(doc, inputRef(kind));
+    // A tree's children are trees: the document says so, not "anything at all".
+    expect(input('tree').properties.children.items).toEqual({ $ref: inputRef('tree') });
+    // One Address for ship's two fields; bill's Address is its own, under another name.
+    const ship = input('ship').properties;
+    const bill = input('bill').properties;
+    expect(ship.work.$ref).toBe(ship.home.$ref);
+    expect(resolveRef(doc, ship.home.$ref)).toMatchObject({ required: ['city'] });
+    expect(bill.shipping.anyOf).toContainEqual({ $ref: bill.billing.$ref });
+    expect(resolveRef(doc, bill.billing.$ref)).toMatchObject({ required: ['street', 'zip'] });
+    expect(bill.billing.$ref).not.toBe(ship.home.$ref);
+    expect(input('legacy').properties).toEqual({
+      a: { $ref: '#/components/schemas/Submit.legacy.Input.a_b' },
+      b: { $ref: '#/components/schemas/Submit.legacy.Input/properties/a' },
+      c: { $ref: '#/components/schemas/Submit.legacy.Input.Part_two/properties/n' },
+    });
+
+    // The route checks each kind's input with the kind's own schema: what it refused, it refuses.
+    const refused = {
+      tree: { name: 'a', children: [{ nom: 5 }] },
+      ship: { home: { city: 'Oslo' }, work: {} },
+      bill: { billing: { street: 'Main' }, shipping: null },
+    };
+    for (const [kind, value] of Object.entries(refused)) {
+      const res = await r.call('POST', '/v1/operations', {
+        headers: { 'idempotency-key': `refused-${kind}` },
+        body: { kind, input: value },
+      });
+      expect([kind, res.status, res.json.code]).toEqual([kind, 422, 'input-invalid']);
+    }
+    const tree = { name: 'a', children: [{ name: 'b', children: [{ name: 'c' }] }] };
+    const taken = await r.call('POST', '/v1/operations', {
+      headers: { 'idempotency-key': 'taken-tree' },
+      body: { kind: 'tree', input: tree },
+    });
+    expect(taken.status).toBe(202);
+  });
+
+  it('declares required the headers it always sends, and sends them', async () => {
+    r = await rig();
+    const doc = (await r.call('GET', '/openapi.json', { key: null })).json;
+    const submit = doc.paths['/v1/operations'].post.responses;
+    expect(submit['202'].headers.Location).toMatchObject({ required: true, schema: { type: 'string' } });
+    expect(submit['200'].headers.Location).toMatchObject({ required: true });
+    expect(submit['200'].headers['Idempotent-Replayed']).toMatchObject({
+      required: true,
+      schema: { const: 'true' },
+    });
+    // Absent once the operation has ended: not required.
+    expect(submit['202'].headers['Retry-After'].required).toBeUndefined();
+    let busy = 0;
+    for (const item of Object.values(doc.paths as Record<string, Record<string, { responses: object }>>)) {
+      for (const op of Object.values(item)) {
+        for (const [status, response] of Object.entries(op.responses)) {
+          if (status !== '429' && status !== '503') continue;
+          busy++;
+          expect([status, response.headers['Retry-After']]).toEqual([
+            status,
+            expect.objectContaining({ required: true, schema: { type: 'integer', minimum: 1 } }),
+          ]);
+        }
+      }
+    }
+    expect(busy).toBeGreaterThanOrEqual(10);
+
+    // Every 429 and 503 sends it: each code has a default, or its error always carries an estimate.
+    const busyCodes = Object.entries(PROBLEMS).filter(([, spec]) => [429, 503].includes(spec.status));
+    const estimated = {
+      'tenant-queue-full': new CapacityExceeded('tenant-queue-full', 1, 'full'),
+      'class-queue-full': new CapacityExceeded('class-queue-full', 1, 'full'),
+      'budget-exhausted': new BudgetExhausted('spend:p', 1),
+    } as Record<string, SluiceError>;
+    for (const [code, spec] of busyCodes) {
+      const error = estimated[code] ?? new SluiceError(code, 'busy');
+      expect([code, spec.retryAfterMs !== undefined || code in estimated]).toEqual([code, true]);
+      expect([code, toProblem(error).headers['retry-after']]).toEqual([
+        code,
+        expect.stringMatching(/^[1-9]\d*$/),
+      ]);
+    }
+
+    const body = { kind: 'note', input: { text: 'hi' } };
+    const first = await r.call('POST', '/v1/operations', { headers: { 'idempotency-key': 'h1' }, body });
+    const again = await r.call('POST', '/v1/operations', { headers: { 'idempotency-key': 'h1' }, body });
+    expect([first.status, first.headers.get('location')]).toEqual([202, '/v1/operations/h1']);
+    expect([again.status, again.headers.get('location'), again.headers.get('idempotent-replayed')]).toEqual([
+      200,
+      '/v1/operations/h1',
+      'true',
+    ]);
+  });
+
+  it("names the operation's schema once, and every response that carries an operation refers to it", async () => {
+    r = await rig();
+    const doc = (await r.call('GET', '/openapi.json', { key: null })).json;
+    expect(doc.components.schemas.Operation).toEqual(operationSchema);
+    const ref = { $ref: '#/components/schemas/Operation' };
+    const body = (path: string, method: string, status: string) =>
+      doc.paths[path][method].responses[status].content['application/json'].schema;
+    for (const [path, method, status] of [
+      ['/v1/operations', 'post', '202'],
+      ['/v1/operations', 'post', '200'],
+      ['/v1/operations/{id}', 'get', '200'],
+      ['/v1/operations/{id}/redrive', 'post', '200'],
+      ['/v1/operations/{id}/reconcile', 'post', '200'],
+    ] as const) {
+      expect([path, method, status, body(path, method, status)]).toEqual([path, method, status, ref]);
+    }
+    expect(body('/v1/operations', 'get', '200').properties.operations.items).toEqual(ref);
+    expect(body('/v1/operations/{id}/cancel', 'post', '200').properties.operation).toEqual(ref);
+    // Written out once: its properties appear nowhere else.
+    expect(JSON.stringify(doc).match(/"digest":\{/g)).toHaveLength(1);
+    // The responses' own words stay with them.
+    expect(doc.paths['/v1/operations/{id}'].get.responses['200'].description).toBe('The operation.');
+  });
+
+  it("cuts a long path's instance to its bound at a whole character: still a URI reference", async () => {
+    r = await rig();
+    // RFC 3986 §4.1, for a path: unreserved, sub-delims, ':', '@', '/' and whole %XX escapes.
+    const pathReference = /^(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/]|%[0-9A-Fa-f]{2})*$/;
+    // The 1,024-character cut lands in plain text, on a `%`, just after an escape, inside one.
+    const kepts: number[] = [];
+    for (const id of [
+      'a'.repeat(2000),
+      '%61'.repeat(1500),
+      `x${'%61'.repeat(1500)}`,
+      `xx${'%61'.repeat(1500)}`,
+    ]) {
+      const path = `/v1/operations/${id}`;
+      const res = await r.call('GET', path);
+      expect([id.slice(0, 4), res.status, res.json.code]).toEqual([id.slice(0, 4), 414, 'uri-too-long']);
+      const instance: string = res.json.instance;
+      expect(instance).toMatch(pathReference);
+      expect(() => decodeURI(instance)).not.toThrow();
+      // The cut is said, as an escaped ellipsis, after what is kept of the path.
+      expect(instance).toMatch(/%E2%80%A6$/);
+      const kept = instance.slice(0, -'%E2%80%A6'.length);
+      expect(path.startsWith(kept)).toBe(true);
+      kepts.push(kept.length);
+    }
+    // Whole escapes only: the `%` and the `%6` left at the cut are dropped.
+    expect(kepts).toEqual([1024, 1023, 1024, 1022]);
+    // A path within the bound is the instance as it came.
+    const short = await r.call('GET', `/v1/operations/${'%61'.repeat(300)}`);
+    expect(short.json.instance).toBe(`/v1/operations/${'%61'.repeat(300)}`);
   });
 });
