@@ -261,3 +261,22 @@ export async function withoutAutovacuum(client: pg.Client, schema: string, table
   for (const table of tables)
     await client.query(`ALTER TABLE "${schema}".${table} SET (autovacuum_enabled = false)`);
 }
+
+/**
+ * Resolves once a backend of `observer`'s database waits on a lock in a statement whose text holds
+ * `fn` (a store function's name): how a test knows a call it sent is blocked where it meant it to
+ * be, without sleeping on it. Fails after 10 s.
+ */
+export async function waitUntilWaiting(observer: pg.Client, fn: string): Promise<void> {
+  const deadline = performance.now() + 10_000;
+  for (;;) {
+    const { rows } = await observer.query(
+      `SELECT 1 FROM pg_stat_activity
+        WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1`,
+      [`%${fn}%`],
+    );
+    if (rows.length > 0) return;
+    if (performance.now() > deadline) throw new Error(`no statement of ${fn} waited on a lock in 10 s`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}

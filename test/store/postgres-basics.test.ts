@@ -120,6 +120,7 @@ describe('migrations', () => {
         { version: 30, name: 'retry_budget_exact_bound' },
         { version: 31, name: 'class_deltas' },
         { version: 32, name: 'refusals_write_nothing' },
+        { version: 33, name: 'finish_reads_journal_after_lock' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace

@@ -107,7 +107,10 @@ export async function submitMany(
         };
       case 'existing':
       case 'conflict':
-        return { status: r.status, row: toOperationRow(r.existing ?? {}) };
+        // A batch reads the rows it answers with after its writes: the purge may have removed one
+        // it had found, meanwhile, for a tombstone, which is what a submit now would be answered.
+        if (!r.existing) return { status: 'expired', digestMatches: r.status === 'existing' };
+        return { status: r.status, row: toOperationRow(r.existing) };
       case 'expired':
         return { status: 'expired', digestMatches: r.digest_matches === true };
       default:
