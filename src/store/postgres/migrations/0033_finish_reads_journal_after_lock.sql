@@ -7,8 +7,9 @@
 -- the operation ended `failed` (not `needs_reconciliation`) or `cancelled` with a `pending`
 -- effect, and the effect's budget reservation was never settled. Every other function that
 -- decides on the journal (cancel, the rescue, the effect begins and marks) reads it after the
--- lock, in a later statement; this one now does too, for operations that began an effect only
--- (a plain operation's end reads nothing more). Version 23's function otherwise.
+-- lock, in a later statement; this one now does too: it locks its rows in one statement and reads
+-- them, with the journal, in the next (one statement more a call, not one an operation).
+-- Version 23's function otherwise.
 -- Older builds: compatible.
 
 CREATE OR REPLACE FUNCTION finish_many(p_now bigint, p_tenant text[], p_id text[], p_epoch bigint[], p_outcome text[], p_result text[], p_error text[], p_delay_ms bigint[], p_notify boolean)
@@ -58,31 +59,36 @@ DECLARE
   c_class text[] := '{}';
   c_delta integer[] := '{}';
 BEGIN
-  -- Found by key, locked in (class, tenant, seq) order and read, in one statement: FOR UPDATE
-  -- hands back each row as it is once locked, and drops one a rescue moved meanwhile (another
-  -- epoch, or no longer running).
+  -- Found by key and locked in (class, tenant, seq) order, then read, in a statement of its own:
+  -- the read's snapshot is taken once every row is held, so it sees the journal as the last
+  -- holder left it. The locking statement's is from before it waited, and a begin that held a row
+  -- meanwhile committed its `pending` effect after it (FOR UPDATE re-reads the locked row, not the
+  -- effects). A row a rescue moved meanwhile (another epoch, or no longer running) is neither
+  -- locked nor read. An operation that never began an effect has no journal rows.
+  PERFORM 1
+     FROM unnest(p_tenant, p_id, p_epoch) WITH ORDINALITY AS u(tenant, id, epoch, n)
+     JOIN operations x ON x.tenant = u.tenant AND x.id = u.id
+    WHERE x.epoch = u.epoch AND x.state = 'running'
+    ORDER BY x.class, x.tenant, x.seq, u.n
+      FOR UPDATE OF x;
   FOR o IN
     SELECT u.n::integer AS ord, x.seq, x.class, x.tenant, x.id, x.epoch, x.attempt, x.run_after, x.started_at,
-           x.lease_owner, x.cancel, x.error, x.effect_started_at IS NOT NULL AS effect_started
+           x.lease_owner, x.cancel, x.error,
+           x.effect_started_at IS NOT NULL
+             AND EXISTS (SELECT 1 FROM effects e WHERE e.op_seq = x.seq AND e.state = 'pending')
+             AS pending,
+           x.effect_started_at IS NOT NULL
+             AND EXISTS (SELECT 1 FROM effects e WHERE e.op_seq = x.seq AND e.state IN ('pending', 'committed'))
+             AS no_return
       FROM unnest(p_tenant, p_id, p_epoch) WITH ORDINALITY AS u(tenant, id, epoch, n)
       JOIN operations x ON x.tenant = u.tenant AND x.id = u.id
      WHERE x.epoch = u.epoch AND x.state = 'running'
      ORDER BY x.class, x.tenant, x.seq, u.n
-       FOR UPDATE OF x
   LOOP
     CONTINUE WHEN o.seq = v_last;
     v_last := o.seq;
-    -- The journal is read once the row is locked, by a statement of its own: the locking one's
-    -- snapshot is from before it waited, and a begin that held the row meanwhile committed its
-    -- `pending` effect after that snapshot (EvalPlanQual re-reads the locked row, not the effects).
-    -- An operation that never began an effect has no journal rows to read.
-    v_pending := false;
-    v_no_return := false;
-    IF o.effect_started THEN
-      SELECT EXISTS (SELECT 1 FROM effects e WHERE e.op_seq = o.seq AND e.state = 'pending'),
-             EXISTS (SELECT 1 FROM effects e WHERE e.op_seq = o.seq AND e.state IN ('pending', 'committed'))
-        INTO v_pending, v_no_return;
-    END IF;
+    v_pending := o.pending;
+    v_no_return := o.no_return;
     v_cancel_asked := o.cancel IS NOT DISTINCT FROM 'requested' AND NOT v_no_return;
     v_outcome := p_outcome[o.ord];
     v_error := NULL;
