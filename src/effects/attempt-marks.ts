@@ -36,6 +36,11 @@ export class AttemptMarks {
   #over = false;
   /** Stopped when a mark written alone is refused (the lease is lost) while the handler runs. */
   stop: { abort(reason: unknown): void } | undefined;
+  /**
+   * Told of a `committed` mark made after the attempt's end (a call that outlived it) and refused:
+   * the provider has the effect, the journal says `pending`, and the next attempt recovers it.
+   */
+  onLateRefusal: ((effect: string) => void) | undefined;
 
   constructor(
     private readonly journal: Journal,
@@ -45,22 +50,29 @@ export class AttemptMarks {
   /**
    * Queues a mark on the journal's next batch; the handler does not wait for it. A `committed`
    * mark's result is copied as JSON text now (core/json-text.ts), which the store keeps as it is:
-   * the handler may change the object it was given before the mark is written. (A `failed` or
-   * `absent` mark comes here only when its own write failed: it is tried again with the end.)
+   * the handler may change the object it was given before the mark is written (the effect
+   * protocol hands it the text already made). (A `failed` or `absent` mark comes here only when its
+   * own write failed: it is tried again with the end.)
    */
   add(mark: EffectMarkParams): void {
     const params =
-      mark.state === 'committed'
+      mark.state === 'committed' && !(mark.result instanceof JsonText)
         ? { ...mark, result: new JsonText(JSON.stringify(mark.result ?? null)) }
         : mark;
+    // Made once the attempt had ended: no end carries it, and no handler waits for it.
+    const late = this.#over;
     const written = this.journal.mark(params);
     written.then(
       (ok) => {
+        if (ok || mark.state !== 'committed') return;
         // A `failed` or `absent` mark here is a second try of one whose write failed, perhaps after
         // its commit: refused, it may only have been written already, which is no lost lease.
-        if (!ok && !this.#over && mark.state === 'committed') this.stop?.abort(new LeaseLost(this.lease.id));
+        if (!this.#over) this.stop?.abort(new LeaseLost(this.lease.id));
+        else if (late) this.onLateRefusal?.(mark.name);
       },
-      () => {},
+      () => {
+        if (late && mark.state === 'committed') this.onLateRefusal?.(mark.name);
+      },
     );
     this.#sent.push({ params, written });
   }

@@ -27,6 +27,7 @@
 import type { EffectCharges } from '../admission/budgets.js';
 import { bounded, knownKeys, MAX_DURATION_MS } from '../core/bounds.js';
 import { assertPlainJson } from '../core/digest.js';
+import { engineMade, isEngineMade } from '../core/errors/engine-made.js';
 import {
   EffectOutcomeUnknown,
   type ErrorRecord,
@@ -35,15 +36,18 @@ import {
   isCancelRequested,
   isEffectConflict,
   isInputNotJson,
+  isInvalidArgument,
   isLeaseLost,
   isPermanent,
   isRetryable,
   isStoreError,
   LeaseLost,
+  messageOf,
   Permanent,
   toErrorRecord,
 } from '../core/errors/index.js';
-import { jsonBytesOver } from '../core/json-size.js';
+import { readThrown } from '../core/errors/thrown.js';
+import { JsonText } from '../core/json-text.js';
 import { isStoredText } from '../core/stored-text.js';
 import type { Queued } from '../runtime/batcher.js';
 import {
@@ -157,6 +161,11 @@ export interface EffectRuntime {
   checkAlive(): void;
   /** Called when a failpoint simulates this worker's death: the attempt writes nothing more. */
   markCrashed(): void;
+  /**
+   * Invokes one of the effect's callbacks (`call`, `lookup`, `record`), so that the attempt can
+   * refuse the same effect asked for from inside it (effects/inflight.ts); without it, just calls.
+   */
+  inflight?: { invoke<T>(name: string, callback: () => T): T };
   onCall?(name: string, provider: string | null, outcome: string): void;
   /** A committed effect's reference the journal cannot keep, and why: recorded without it. */
   onUnkeptReference?(name: string, why: string): void;
@@ -275,14 +284,18 @@ export async function runEffect<T, R = T>(
     if (options.lookup) {
       let found: LookupResult<T>;
       try {
-        found = await options.lookup({
-          key: row.key,
-          signal: rt.stop.signal,
-          firstSentAt: row.firstSentAt,
-          reference: row.reference,
-        });
+        // Called as a method: an instance of a class of the handler's may use `this`.
+        found = await invoke(rt, name, () =>
+          options.lookup!({
+            key: row.key,
+            signal: rt.stop.signal,
+            firstSentAt: row.firstSentAt,
+            reference: row.reference,
+          }),
+        );
         assertLookupAnswer(name, found);
-      } catch (error) {
+      } catch (thrown) {
+        const error = readThrown(thrown, `effect ${name}'s lookup`);
         rt.checkAlive();
         rt.onCall?.(name, options.provider ?? null, 'lookup-failed');
         // Past the window the lookup is the only safe way on. A lookup that failed for now is
@@ -297,7 +310,7 @@ export async function runEffect<T, R = T>(
       rt.onCall?.(name, options.provider ?? null, `lookup-${found.status}`);
       if (found.status === 'committed') {
         const kept = options.record
-          ? await recorded(name, found.result, options)
+          ? await recorded(rt, name, found.result, options)
           : (found.result as unknown as R);
         await commit(rt, name, kept, keptReference(rt, name, found.result, options, found.reference));
         return (kept ?? null) as R;
@@ -341,14 +354,18 @@ export async function runEffect<T, R = T>(
     const stop = rt.stop;
     // The signal is made on first read (runtime/attempt.ts AttemptStop): a call that never reads
     // it does not pay for an AbortController.
-    result = await options.call({
-      key: row.key,
-      get signal() {
-        return stop.signal;
-      },
-      send: row.sends,
-    });
-  } catch (error) {
+    result = await invoke(rt, name, () =>
+      options.call({
+        key: row.key,
+        get signal() {
+          return stop.signal;
+        },
+        send: row.sends,
+      }),
+    );
+  } catch (thrown) {
+    // Read once, here: what the journal, the classification and the handler get of it from now on.
+    const error = readThrown(thrown, `effect ${name}'s call`);
     rt.checkAlive();
     rt.onCall?.(
       name,
@@ -380,23 +397,37 @@ export async function runEffect<T, R = T>(
   await hit(rt, 'effect.after-call', info);
   rt.checkAlive();
   // Without `record`, no turn of the event loop on the hot path.
-  const kept = options.record ? await recorded(name, result, options) : (result as unknown as R);
+  const kept = options.record ? await recorded(rt, name, result, options) : (result as unknown as R);
   await commit(rt, name, kept, keptReference(rt, name, result, options));
   // What a later attempt gets back: the journal keeps `undefined` as null.
   return (kept ?? null) as R;
 }
 
+/** Invokes one of the effect's callbacks, as the attempt tracks them (`EffectRuntime.inflight`). */
+function invoke<T>(rt: EffectRuntime, name: string, callback: () => T): T {
+  return rt.inflight ? rt.inflight.invoke(name, callback) : callback();
+}
+
 /**
  * What the journal keeps of an answer, for an effect with `record`: its projection. The provider has
  * acted, so a `record` that throws is the ending of an answer that is not JSON: the row stays
- * `pending` and the operation waits for a person, nothing sent again.
+ * `pending` and the operation waits for a person, nothing sent again. Sluice's refusal of a wrong
+ * call made inside it (the same effect asked for from inside its `record`) is the handler's bug,
+ * ended as any wrong call is: `dead` at once, for a fix and a redrive.
  */
-async function recorded<T, R>(name: string, result: T, options: EffectOptions<T, R>): Promise<R> {
+async function recorded<T, R>(
+  rt: EffectRuntime,
+  name: string,
+  result: T,
+  options: EffectOptions<T, R>,
+): Promise<R> {
   try {
-    return await options.record!(result);
-  } catch (error) {
+    return await invoke(rt, name, () => options.record!(result));
+  } catch (thrown) {
+    const error = readThrown(thrown, `effect ${name}'s record`);
+    if (isEngineMade(error) && isInvalidArgument(error)) throw error;
     throw new Permanent(
-      `the result of effect ${name} cannot be recorded: record() threw: ${error instanceof Error ? error.message : String(error)}`,
+      `the result of effect ${name} cannot be recorded: record() threw: ${messageOf(error).slice(0, 1000)}`,
       { code: 'effect-result-not-json' },
     );
   }
@@ -429,11 +460,9 @@ function keptReference<T, R>(
   if (value === undefined || value === null) {
     try {
       value = options.reference?.(result);
-    } catch (error) {
-      rt.onUnkeptReference?.(
-        name,
-        `reference() threw: ${error instanceof Error ? error.message : String(error)}`,
-      );
+    } catch (thrown) {
+      const error = readThrown(thrown, `effect ${name}'s reference`);
+      rt.onUnkeptReference?.(name, `reference() threw: ${messageOf(error).slice(0, 1000)}`);
       return null;
     }
   }
@@ -484,16 +513,20 @@ async function commit(
   result: unknown,
   reference: string | null,
 ): Promise<void> {
-  let bound: number;
+  // Written out as JSON once, here, and that text is what the journal keeps: an answer read again
+  // (a getter, a Proxy) might say something else, or throw, the second time.
+  let text: string;
   try {
-    bound = assertPlainJson(result ?? null);
-  } catch (error) {
+    assertPlainJson(result ?? null);
+    text = JSON.stringify(result ?? null);
+  } catch (thrown) {
     // The provider did it, but the journal cannot keep what it answered, so a later attempt
     // could not replay it. The row stays `pending` (its outcome unknown to the journal) and the
     // operation fails, which a pending effect turns into `needs_reconciliation`: nothing is
     // sent again.
+    const error = readThrown(thrown, `reading effect ${name}'s answer`);
     throw new Permanent(
-      `the result of effect ${name} is not plain JSON: ${isInputNotJson(error) ? error.reason : (error as Error).message}; ` +
+      `the result of effect ${name} is not plain JSON: ${isEngineMade(error) && isInputNotJson(error) ? error.reason : messageOf(error).slice(0, 1000)}; ` +
         'record: (answer) => ({ …the plain fields you need }) keeps what the journal can replay',
       {
         code: 'effect-result-not-json',
@@ -502,9 +535,10 @@ async function commit(
   }
   // The journal's row is read whole by every later attempt and every view of the effects, so an
   // answer is bounded as the handler's result is. The provider has done the effect all the same:
-  // the same ending as an answer that is not JSON.
-  const bytes = jsonBytesOver(result ?? null, bound, rt.maxResultBytes);
-  if (bytes !== null)
+  // the same ending as an answer that is not JSON. (A UTF-16 unit is at most 3 bytes of UTF-8:
+  // most answers are not counted at all.)
+  const bytes = text.length * 3 <= rt.maxResultBytes ? null : Buffer.byteLength(text);
+  if (bytes !== null && bytes > rt.maxResultBytes)
     throw new Permanent(
       `the result of effect ${name} is ${bytes} bytes as JSON, over the kind's maxResultBytes (${rt.maxResultBytes})`,
       { code: 'effect-result-too-large', details: { bytes, maxResultBytes: rt.maxResultBytes } },
@@ -513,7 +547,7 @@ async function commit(
     lease: rt.lease,
     name,
     state: 'committed' as const,
-    result: result ?? null,
+    result: new JsonText(text),
     reference,
   };
   // The handler goes on at once; the mark leaves with the journal's next batch, or with the
@@ -527,7 +561,7 @@ async function commit(
   rt.checkAlive();
   // The provider holds the effect but this worker no longer owns the operation: the owner will
   // find the row pending and recover it under the same key.
-  if (!ok) throw new LeaseLost(rt.lease.id);
+  if (!ok) throw engineMade(new LeaseLost(rt.lease.id));
 }
 
 function unknown(
@@ -540,20 +574,25 @@ function unknown(
     lookupError === undefined
       ? ''
       : ` (the lookup failed: ${toErrorRecord(lookupError).message.slice(0, 500)})`;
-  return new EffectOutcomeUnknown(
-    name,
-    `effect ${name} (key ${row.key}) may have been sent at ${new Date(row.firstSentAt).toISOString()}, ` +
-      `beyond the provider's ${retentionMs} ms retention${asked}: a blind retry could repeat it, so it needs reconciliation`,
+  return engineMade(
+    new EffectOutcomeUnknown(
+      name,
+      `effect ${name} (key ${row.key}) may have been sent at ${new Date(row.firstSentAt).toISOString()}, ` +
+        `beyond the provider's ${retentionMs} ms retention${asked}: a blind retry could repeat it, so it needs reconciliation`,
+    ),
   );
 }
 
 /**
  * A journal write the store refused because the lease is gone, or because a cancel came first,
  * stops the attempt at once, as the heartbeat would on its next beat: a handler that catches the
- * error must not go on as if it still owned the operation.
+ * error must not go on as if it still owned the operation. What the store refused with is the
+ * engine's own (a spent budget, the operation's cap on requests): the handler may rethrow it, and
+ * it keeps its meaning (core/errors/engine-made.ts).
  */
 function fenced<T>(rt: EffectRuntime, write: Promise<T>): Promise<T> {
   return write.catch((error: unknown) => {
+    engineMade(error);
     if (isLeaseLost(error) || isCancelRequested(error)) rt.stop.abort(error);
     throw error;
   });
@@ -570,7 +609,13 @@ function assertLookupAnswer(name: string, found: unknown): void {
   const valid =
     status === 'absent' || status === 'unknown' || (status === 'committed' && answer?.result !== undefined);
   if (!valid) {
-    const shown = JSON.stringify(found)?.slice(0, 200) ?? String(found);
+    let shown: string;
+    try {
+      shown = JSON.stringify(found)?.slice(0, 200) ?? String(found);
+    } catch {
+      // A BigInt, a cycle, a getter that throws: said by what it is.
+      shown = `a${typeof found === 'object' ? 'n' : ''} ${typeof found} that is not JSON`;
+    }
     throw new Permanent(
       `the lookup of effect ${name} answered ${shown}: an answer is {status: 'committed', result}, {status: 'absent'} or {status: 'unknown'}`,
       { code: 'lookup-answer-invalid' },

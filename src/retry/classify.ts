@@ -17,8 +17,17 @@
  * | `Retryable`, `Ambiguous`, timeout, other    | retry after full-jitter back-off, or dead when   |
  * |                                             | attempts are exhausted / failed when the back-off |
  * |                                             | would pass the deadline                           |
+ *
+ * The engine's own outcomes (the first rows, and a spent budget, an unknown effect outcome, a
+ * refused result) are recognised only from what the engine made: why the signal fired, or an
+ * error it registered where it made it (core/errors/engine-made.ts), which a handler may rethrow.
+ * A handler's error that carries one of their codes (`new Permanent('…', { code:
+ * 'cancel-requested' })`) is classified as its class says, its code kept: read by its code, it
+ * cancelled an operation no one asked to cancel, or, after a charge, gave its attempt back for
+ * ever. What the handler threw has been read once already (core/errors/thrown.ts).
  */
 import { endAtDeadline } from '../core/decisions.js';
+import { isEngineMade } from '../core/errors/engine-made.js';
 import {
   type BudgetExhausted,
   type ErrorRecord,
@@ -74,47 +83,49 @@ function wrongCall(error: unknown): boolean {
 
 /** Whether a failure may be retried, and how it is labelled in the attempt history. */
 export function failureClass(error: unknown): 'permanent' | 'retryable' | 'ambiguous' {
-  if (isPermanent(error) || isInputInvalid(error)) return 'permanent';
+  if (isPermanent(error) || (isEngineMade(error) && isInputInvalid(error))) return 'permanent';
   if (isAmbiguous(error)) return 'ambiguous';
   return 'retryable';
 }
 
 export function classifyFailure(f: FailureFacts, random: () => number = Math.random): AttemptEnd {
+  // The error thrown, when the engine made it (a handler that rethrows what `ctx.effect` or its
+  // signal gave it): only then may it stand for one of the engine's own outcomes.
+  const own = isEngineMade(f.error) ? f.error : undefined;
   // Why the signal fired takes precedence over what the handler threw on its way out.
-  const cause = f.abortReason ?? f.error;
-  if (isLeaseLost(cause) || isLeaseLost(f.error)) return { outcome: 'abandon' };
-  // Only the worker's own stop gives an attempt back: a handler's error that carries the code
-  // (`new Permanent('…', { code: 'worker-shutdown' })`, or a WorkerShutdown thrown as a way to
-  // "put it back") would run the operation again and again without ever using an attempt.
+  const cause = f.abortReason ?? own;
+  if (isLeaseLost(cause) || isLeaseLost(own)) return { outcome: 'abandon' };
+  // Only the worker's own stop gives an attempt back: a WorkerShutdown the handler kept from an
+  // earlier stop and threw again would run the operation again and again without using one.
   if (isWorkerShutdown(f.abortReason)) return { outcome: 'released' };
-  if (isCancelRequested(cause) || isCancelRequested(f.error)) return { outcome: 'cancelled' };
-  if (isOperationLimitExceeded(cause) || isOperationLimitExceeded(f.error)) {
+  if (isCancelRequested(cause) || isCancelRequested(own)) return { outcome: 'cancelled' };
+  if (isOperationLimitExceeded(cause) || isOperationLimitExceeded(own)) {
     return {
       outcome: 'failed',
-      error: toErrorRecord(isOperationLimitExceeded(cause) ? cause : f.error, 'permanent'),
+      error: toErrorRecord(isOperationLimitExceeded(cause) ? cause : own, 'permanent'),
     };
   }
   if (isDeadlineExceeded(cause)) {
     const end = endAtDeadline(false);
     return { outcome: 'failed', error: end.error! };
   }
-  if (isEffectOutcomeUnknown(f.error)) {
-    return { outcome: 'needs_reconciliation', error: toErrorRecord(f.error, 'ambiguous') };
+  if (isEffectOutcomeUnknown(own)) {
+    return { outcome: 'needs_reconciliation', error: toErrorRecord(own, 'ambiguous') };
   }
+  // The provider's refusal of the key, as a provider client or the handler says it: its own class.
   if (isEffectConflict(f.error)) return { outcome: 'dead', error: toErrorRecord(f.error, 'permanent') };
   // Sluice's refusal of a call the handler made wrongly (a bad argument, a child's idempotency key
   // reused with another input or already purged) is a bug: the same code makes the same call
   // again, so retrying only spends the attempts. Dead at once, for a fix and a redrive. Sluice's
   // own errors only (a handler's Permanent with one of these codes fails, as any Permanent), and
   // not on the way out of a timed-out attempt, whose timeout decides.
-  if (wrongCall(f.error) && !isAttemptTimeout(cause))
-    return { outcome: 'dead', error: toErrorRecord(f.error, 'permanent') };
+  if (wrongCall(own) && !isAttemptTimeout(cause))
+    return { outcome: 'dead', error: toErrorRecord(own, 'permanent') };
   // A result the store cannot keep is the handler's bug, found after all it did: dead, so that a
   // fixed handler can be redriven and its journaled effects replayed, not failed over a charge.
-  if (isResultRefused(f.error)) return { outcome: 'dead', error: toErrorRecord(f.error, 'permanent') };
+  if (isResultRefused(own)) return { outcome: 'dead', error: toErrorRecord(own, 'permanent') };
   // A provider set to `fail` turns the refusal into a Permanent that keeps the code: it fails.
-  const budget =
-    isBudgetExhausted(f.error) && !isPermanent(f.error) ? (f.error as BudgetExhausted) : undefined;
+  const budget = isBudgetExhausted(own) && !isPermanent(own) ? (own as BudgetExhausted) : undefined;
   if (budget) {
     // Wait for the budget's window to reset, without using an attempt; never past the deadline.
     const delayMs =

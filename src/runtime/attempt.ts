@@ -13,12 +13,15 @@ import { chargesFor, type ProviderBudgets } from '../admission/budgets.js';
 import type { RetryBudgetConfig } from '../admission/retry-budget.js';
 import { endAtDeadline } from '../core/decisions.js';
 import { assertPlainJson } from '../core/digest.js';
+import { storableCode } from '../core/errors/code.js';
+import { engineMade, isEngineMade } from '../core/errors/engine-made.js';
 import {
   AttemptEnded,
   AttemptTimeout,
   CancelRequested,
   DeadlineExceeded,
   type ErrorRecord,
+  isAttemptTimeout,
   isInputNotJson,
   isLeaseLost,
   isOperationLimitExceeded,
@@ -29,6 +32,7 @@ import {
   ResultRefused,
   UnknownKind,
 } from '../core/errors/index.js';
+import { readThrown } from '../core/errors/thrown.js';
 import { JsonText } from '../core/json-text.js';
 import { isTerminal, type OperationState } from '../core/states.js';
 import { AttemptMarks } from '../effects/attempt-marks.js';
@@ -111,10 +115,16 @@ function deferRetry(
 ): Extract<AttemptEnd, { outcome: 'deferred' | 'failed' }> {
   const budget = env.retryBudget as RetryBudgetConfig;
   const earlier =
-    cause?.code === RETRY_DENIED ? (cause.details as { lastError?: unknown; denials?: number }) : null;
+    cause?.code === RETRY_DENIED
+      ? ((cause.details ?? {}) as { lastError?: unknown; denials?: unknown })
+      : null;
   // Full jitter on a ceiling that doubles with each denial of this retry, up to the budget's
-  // window: a long outage must not turn every waiting retry into a query every few seconds.
-  const denials = (earlier?.denials ?? 0) + 1;
+  // window: a long outage must not turn every waiting retry into a query every few seconds. (A
+  // handler's own error may carry this code, and details of its own: a count that is not one is
+  // none.)
+  const counted = earlier?.denials;
+  const denials =
+    (typeof counted === 'number' && Number.isSafeInteger(counted) && counted > 0 ? counted : 0) + 1;
   const ceiling = Math.min(budget.windowMs, budget.deferMaxMs * 2 ** Math.min(denials - 1, 30));
   const delayMs = Math.floor(env.random() * ceiling);
   if (deadlineInMs !== null && delayMs >= deadlineInMs)
@@ -174,12 +184,14 @@ function assertResultSize(text: string, max: number): void {
   // A UTF-16 unit is at most 3 bytes of UTF-8: most results are not counted at all.
   const bytes = text.length * 3 <= max ? null : Buffer.byteLength(text);
   if (bytes !== null && bytes > max)
-    throw new ResultRefused(
-      `the handler's result is ${bytes} bytes as JSON, over the kind's maxResultBytes (${max})`,
-      {
-        code: 'result-too-large',
-        details: { bytes, maxResultBytes: max },
-      },
+    throw engineMade(
+      new ResultRefused(
+        `the handler's result is ${bytes} bytes as JSON, over the kind's maxResultBytes (${max})`,
+        {
+          code: 'result-too-large',
+          details: { bytes, maxResultBytes: max },
+        },
+      ),
     );
 }
 
@@ -339,7 +351,10 @@ async function execute(
   const started = performance.now();
   const timeLimit = Math.min(kind.limits.attemptTimeoutMs, deadlineInMs ?? Number.POSITIVE_INFINITY);
   const byDeadline = deadlineInMs !== null && deadlineInMs <= kind.limits.attemptTimeoutMs;
-  const timeUp = () => (byDeadline ? new DeadlineExceeded(row.id) : new AttemptTimeout(row.id, timeLimit));
+  // The engine's own, as every reason it stops an attempt for (AttemptStop.abort): a helper's
+  // clock gives one to the handler, which may throw it (core/errors/engine-made.ts).
+  const timeUp = () =>
+    engineMade(byDeadline ? new DeadlineExceeded(row.id) : new AttemptTimeout(row.id, timeLimit));
   const timer = setTimeout(() => stop.abort(timeUp()), timeLimit);
   const remainingMs = () => Math.max(0, timeLimit - (performance.now() - started));
   // What the context helpers start (subprocesses, queries, requests): stopped before the
@@ -352,6 +367,8 @@ async function execute(
     registerGroup: (pgid) => env.tempDirs.registerGroup(pgid),
   });
   let crashed = false;
+  // The attempt is over (its `finally` has run): what a leftover callback asks for now is refused.
+  let over = false;
   const checkAlive = () => {
     if (crashed) throw new SimulatedCrash('after crash');
   };
@@ -391,12 +408,25 @@ async function execute(
       measuring = undefined;
     }));
 
-  const effects = new InflightEffects();
+  const effects = new InflightEffects({
+    late: (effect) =>
+      logs.log.warn(
+        { effect },
+        'ctx.effect was called after its handler had returned or thrown: refused, nothing was journaled or sent',
+      ),
+  });
+  marks.onLateRefusal = (effect) =>
+    logs.log.warn(
+      { effect },
+      "an effect's call answered after its attempt had ended: its committed mark was refused, and the " +
+        'effect stays pending for the next attempt to recover under its key',
+    );
   // An effect the handler started and did not await is waited for before the end is decided,
   // as long as a handler would be: until it settles, or the attempt is stopped and its grace
-  // runs out (effects/inflight.ts).
+  // runs out (effects/inflight.ts). Once: the end's two paths may both ask.
+  let settling: Promise<void> | undefined;
   const effectsSettled = () =>
-    untilAbortedPlusGrace(effects.settled(), stop, env.abortGraceMs).catch(() => {});
+    (settling ??= untilAbortedPlusGrace(effects.settled(), stop, env.abortGraceMs).catch(() => {}));
   const ctx = new OperationContext(
     {
       tenant: row.tenant,
@@ -411,8 +441,12 @@ async function execute(
       remainingMs,
       scope,
       effects,
+      ended: () => over,
       tempDir: () => {
         checkAlive();
+        // Refused as the attempt's end, whatever stopped it first: a helper's folder (`exec`'s
+        // `cwd: 'temp'`) asked for by a leftover callback.
+        if (over) throw engineMade(new AttemptEnded());
         stop.throwIfAborted();
         const path = env.tempDirs.create(row.tenant, row.id, row.epoch);
         temps.push(path);
@@ -439,6 +473,7 @@ async function execute(
         },
         failpointInfo: { tenant: row.tenant, id: row.id, attempt: row.attempt },
         marks,
+        inflight: effects,
         checkAlive,
         markCrashed: () => {
           crashed = true;
@@ -477,6 +512,17 @@ async function execute(
     effects.close();
     // Checked here, not in the function: an attempt without effects pays no promise for it.
     if (effects.size > 0 && !crashed) await effectsSettled();
+    if (effects.size > 0 && !crashed) {
+      // An effect of its own still under way past the grace: the provider may yet act, and the
+      // journal says `pending`. Completed, the operation would be `succeeded` over a charge that
+      // lands afterwards, its `committed` mark refused. The attempt ends as the stop says (a
+      // timeout is retried, and the next attempt recovers the effect under its key).
+      logs.log.warn(
+        { effects: effects.names() },
+        'the handler returned with an effect still under way past its grace: the attempt does not complete',
+      );
+      throw engineMade(new AttemptEnded());
+    }
     checkAlive();
     if (temps.length > 0) {
       // A walk still going listed the folders before the handler's last writes: a fresh one.
@@ -493,24 +539,41 @@ async function execute(
     try {
       assertPlainJson(value);
       text = JSON.stringify(value);
-    } catch (error) {
-      throw new ResultRefused(
-        `the handler's result is not plain JSON: ${isInputNotJson(error) ? error.reason : messageOf(error)}`,
-        {
-          code: 'result-not-json',
-        },
+    } catch (thrown) {
+      // A getter or a Proxy's trap in the result may throw anything, another Proxy included.
+      const error = readThrown(thrown, "reading the handler's result");
+      throw engineMade(
+        new ResultRefused(
+          `the handler's result is not plain JSON: ${isEngineMade(error) && isInputNotJson(error) ? error.reason : messageOf(error).slice(0, 1000)}`,
+          {
+            code: 'result-not-json',
+          },
+        ),
       );
     }
     assertResultSize(text, kind.limits.maxResultBytes);
     return { outcome: 'succeeded', result: new JsonText(text) };
-  } catch (error) {
+  } catch (thrown) {
+    // Read once, here, before anything else reads it (core/errors/thrown.ts).
+    const error = readThrown(thrown, 'the handler');
     effects.close();
     if (effects.size > 0 && !crashed && !isSimulatedCrash(error)) await effectsSettled();
     if (isSimulatedCrash(error) || crashed) {
       crashed = true;
       return 'crashed';
     }
-    const abortReason = stop.aborted ? stop.reason : undefined;
+    let abortReason = stop.aborted ? stop.reason : undefined;
+    // Timed out with an effect still under way past the grace: its outcome is unknown to the
+    // journal, and the next attempt recovers it under its key. The history says which it was.
+    const under = effects.names();
+    if (under.length > 0 && isAttemptTimeout(abortReason))
+      abortReason = engineMade(
+        new AttemptTimeout(
+          row.id,
+          timeLimit,
+          `effect ${under.join(', ')} was still under way: its outcome is unknown, and a later attempt recovers it under its key`,
+        ),
+      );
     if (!isLeaseLost(abortReason)) logFailure(logs.log, error, abortReason);
     return classifyFailure(
       {
@@ -525,6 +588,7 @@ async function execute(
     );
   } finally {
     // Nothing the handler left behind may start anything in the attempt's name from now on.
+    over = true;
     stop.end();
     // Subprocesses first: they may still be writing into the temporary folders.
     await scope.close();
@@ -581,11 +645,15 @@ export class AttemptStop {
     return this.#controller.signal;
   }
 
-  /** The first call wins; later ones change nothing, as with `AbortController`. */
+  /**
+   * The first call wins; later ones change nothing, as with `AbortController`. Only the engine
+   * stops an attempt: its reason is the engine's own, and keeps its meaning when the handler
+   * throws it (core/errors/engine-made.ts).
+   */
   abort(reason: unknown): void {
     if (this.aborted) return;
     this.#aborted = true;
-    this.#reason = reason;
+    this.#reason = engineMade(reason);
     this.#controller?.abort(reason);
     this.afterAbort?.();
   }
@@ -611,7 +679,7 @@ export class AttemptStop {
     if (!this.#endedUnread) return;
     this.#endedUnread = false;
     this.#aborted = true;
-    this.#reason = new AttemptEnded();
+    this.#reason = engineMade(new AttemptEnded());
   }
 }
 
@@ -656,8 +724,13 @@ function describe(value: unknown): string {
   try {
     return String(value);
   } catch {
-    // An object without a prototype has no toString.
-    return Object.prototype.toString.call(value);
+    // An object without a prototype has no toString; one whose `Symbol.toStringTag` throws, not
+    // even this.
+    try {
+      return Object.prototype.toString.call(value);
+    } catch {
+      return `a ${typeof value} with no printable form`;
+    }
   }
 }
 
@@ -714,10 +787,16 @@ function safely(read: () => unknown): string | undefined {
  */
 function logFailure(log: Logger, error: unknown, abortReason: unknown): void {
   const known = isSluiceError(error);
-  const e = error instanceof Error ? error : undefined;
+  let e: Error | undefined;
+  try {
+    e = error instanceof Error ? error : undefined;
+  } catch {
+    e = undefined;
+  }
   const record = {
     type: (e && safely(() => e.name)) ?? typeof error,
-    code: known ? error.code : 'unclassified-error',
+    // As the store keeps it: a code that is not one is not logged as it came either.
+    code: storableCode(error).code,
     message: e ? messageOf(e).slice(0, MAX_LOGGED_CHARS) : describe(error).slice(0, MAX_LOGGED_CHARS),
     // Where an unclassified error came from is what its reader needs; a classified one (a
     // provider's 503 as `Retryable`, said once a retry) is its code and message, not a stack.

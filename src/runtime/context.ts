@@ -10,6 +10,8 @@
  * `reason` is the typed error saying which.
  */
 import type { Logger } from 'pino';
+import { engineMade } from '../core/errors/engine-made.js';
+import { AttemptEnded } from '../core/errors/index.js';
 import type { InflightEffects } from '../effects/inflight.js';
 import {
   assertEffectCall,
@@ -29,6 +31,8 @@ export interface AttemptHooks {
   /** The attempt's effects under way: one run per name at a time, awaited by the end. */
   effects: InflightEffects;
   tempDir(): string;
+  /** Whether the attempt is over: a leftover callback's `tempDir()` is then refused. */
+  ended?(): boolean;
   remainingMs(): number;
   /** What the helpers started in this attempt, stopped when it ends (helpers/scope.ts). */
   scope: AttemptScope;
@@ -118,9 +122,24 @@ export class OperationContext {
     );
   }
 
-  /** A fresh directory for this attempt, removed when the attempt ends, however it ends. */
-  async tempDir(): Promise<string> {
-    return this.#hooks.tempDir();
+  /**
+   * A fresh directory for this attempt, removed when the attempt ends, however it ends. Once the
+   * attempt is over it is refused (`AttemptEnded`), and the refusal logged: the callback that asks
+   * then (a timer the handler left behind) seldom awaits it, and its rejection, unhandled, would
+   * take the whole process down. Whoever awaits it still hears of the refusal.
+   */
+  tempDir(): Promise<string> {
+    if (this.#hooks.ended?.()) {
+      this.#logs.log.warn('ctx.tempDir was called after its attempt ended: refused');
+      const refused = Promise.reject(engineMade(new AttemptEnded()));
+      refused.catch(() => {});
+      return refused;
+    }
+    try {
+      return Promise.resolve(this.#hooks.tempDir());
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /**

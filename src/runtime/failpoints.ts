@@ -57,8 +57,14 @@ export class SimulatedCrash extends Error {
     super(`simulated crash at ${point}`);
   }
 }
-export const isSimulatedCrash = (e: unknown): e is SimulatedCrash =>
-  typeof e === 'object' && e !== null && (e as Record<symbol, unknown>)[CRASH] === true;
+export const isSimulatedCrash = (e: unknown): e is SimulatedCrash => {
+  try {
+    return typeof e === 'object' && e !== null && (e as Record<symbol, unknown>)[CRASH] === true;
+  } catch {
+    // Asked of anything a handler threw: a Proxy's trap that throws is no crash of ours.
+    return false;
+  }
+};
 
 interface Armed extends FailpointSpec {
   hits: number;

@@ -29,6 +29,7 @@ import type { ProviderBudgets } from '../admission/budgets.js';
 import type { RetryBudgetConfig } from '../admission/retry-budget.js';
 import { bounded, MAX_TIMER_MS } from '../core/bounds.js';
 import { InvalidArgument, isStoreClosed, isStoreError, WorkerShutdown } from '../core/errors/index.js';
+import { readThrown } from '../core/errors/thrown.js';
 import type { EffectKeyFn } from '../effects/effect-key.js';
 import { batchedJournal } from '../effects/journal.js';
 import type { Journal } from '../effects/run-effect.js';
@@ -623,17 +624,23 @@ export class Worker extends EventEmitter<WorkerEvents> {
           report,
         });
       })
-      .catch((error) => {
+      .catch((thrown: unknown) => {
         // Whatever failed (a store error, or a bug that threw instead), the attempt ran here: its
         // lease is left to expire, which counts it, never given back for free as a lost claim's.
         if (this.state === 'stopping') this.unwritten++;
         this.leftToExpire(row);
-        this.log.error(
-          { err: error, operation: row.id },
-          isStoreError(error)
-            ? 'could not record the end of the attempt; its lease will expire and it will be redelivered'
-            : 'attempt runner failed',
-        );
+        // Read once, guarded: a value that throws when read (a Proxy a handler threw, and a bug let
+        // through) would turn this handler into an unhandled rejection, and Node would exit.
+        const error = readThrown(thrown, 'the attempt runner');
+        const message = isStoreError(error)
+          ? 'could not record the end of the attempt; its lease will expire and it will be redelivered'
+          : 'attempt runner failed';
+        try {
+          this.log.error({ err: error, operation: row.id }, message);
+        } catch {
+          // pino's serializer reads the stack and every property: a getter may still throw.
+          this.log.error({ operation: row.id }, `${message} (with an error that cannot be logged)`);
+        }
       })
       .finally(() => {
         this.activeByClass.set(cls, this.active(cls) - 1);

@@ -7,7 +7,7 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { StoreError } from '../../src/core/errors/index.js';
 import {
@@ -24,6 +24,7 @@ import type { Store } from '../../src/store/store.js';
 import { FakeClock, failpoints } from '../../src/testing/index.js';
 import { type Harness, harness } from '../helpers/engine.js';
 import { Gate } from '../helpers/gate.js';
+import { captureLog } from '../helpers/log-capture.js';
 
 const ref = (id: string) => ({ tenant: 'North', id });
 
@@ -136,33 +137,52 @@ describe('effects at the edges of a handler', () => {
     expect(effects).toEqual({ slow: 'committed', refused: 'failed' });
   });
 
-  it('stops, at the end of its attempt, an effect call that outlives the grace', async () => {
-    h = await harness();
+  it('does not complete an attempt whose effect call outlives the grace: the next attempt recovers the effect', async () => {
+    const { logger, lines } = captureLog('warn');
+    h = await harness({ sluice: { logger } });
     const outlives = new Gate();
-    let signal: AbortSignal | undefined;
+    const signals: AbortSignal[] = [];
+    const sends: number[] = [];
+    let late: Promise<unknown> | undefined;
     h.sluice.define('job', {
       input: z.object({}),
-      limits: { maxAttempts: 1, attemptTimeoutMs: 50 },
+      limits: { maxAttempts: 2, attemptTimeoutMs: 50, backoff: { baseMs: 1, capMs: 1 } },
       async run(_input, ctx) {
-        void ctx
-          .effect('ignores', {
-            call: async (args) => {
-              signal = args.signal;
-              // A call that ignores its signal.
-              await outlives.wait();
-              return 1;
-            },
-          })
-          .catch(() => {});
+        const effect = ctx.effect('ignores', {
+          call: async (args) => {
+            signals.push(args.signal);
+            sends.push(args.send);
+            // The first request ignores its signal and answers once the attempt is over.
+            if (args.send === 1) await outlives.wait();
+            return { charge: 'ch_1' };
+          },
+        });
+        if (ctx.attempt === 1) late = effect;
+        void effect.catch(() => {});
         return 'returned';
       },
     });
     h.worker({ abortGraceMs: 10 }).start();
     await h.sluice.submit({ ...ref('late'), kind: 'job', input: {} });
     const done = await h.sluice.wait(ref('late'));
-    expect(done.state).toBe('succeeded');
-    expect(signal?.aborted).toBe(true);
+    // Not `succeeded` over a request still out: retried, and the retry sent under the same key.
+    expect([done.state, done.attempt, sends]).toEqual(['succeeded', 2, [1, 2]]);
+    expect(signals[0]?.aborted).toBe(true);
+    const [first] = (await h.sluice.get(ref('late'), { include: ['attempts'] }))?.attempts ?? [];
+    expect(first?.error).toMatchObject({
+      code: 'attempt-timeout',
+      message: expect.stringContaining('effect ignores was still under way: its outcome is unknown'),
+    });
+    expect((await h.store.effectList(ref('late')))[0]).toMatchObject({ state: 'committed', sends: 2 });
+    // The first request answers at last: its mark is refused, and the worker says so.
     outlives.open();
+    await late;
+    await vi.waitFor(() =>
+      expect(lines.map((l) => [l.msg, l.effect])).toContainEqual([
+        expect.stringMatching(/^an effect's call answered after its attempt had ended/),
+        'ignores',
+      ]),
+    );
   });
 
   it('sends nothing when the attempt is stopped between `pending` and the call', async () => {

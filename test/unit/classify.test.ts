@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { engineMade } from '../../src/core/errors/engine-made.js';
 import {
   Ambiguous,
   AttemptTimeout,
@@ -93,10 +94,14 @@ describe('classifying the end of an attempt', () => {
     expect(end({ error: new StoreError('unavailable', 'gone') })).toBe('retry');
     expect(end({ error: new CapacityExceeded('class-queue-full', 1000, 'full') })).toBe('retry');
     expect(end({ error: new EffectConflict('key reused') })).toBe('dead');
-    expect(end({ error: new BudgetExhausted('spend:p:*', 5000) })).toBe('deferred');
+    // The engine's own outcomes, from errors it made (a handler may rethrow one it was given).
+    expect(end({ error: engineMade(new BudgetExhausted('spend:p:*', 5000)) })).toBe('deferred');
     expect(end({ error: new Permanent('over budget', { code: 'budget-exhausted' }) })).toBe('failed');
-    expect(end({ error: new EffectOutcomeUnknown('charge', 'past retention') })).toBe('needs_reconciliation');
-    expect(end({ error: new LeaseLost('x') })).toBe('abandon');
+    expect(end({ error: engineMade(new EffectOutcomeUnknown('charge', 'past retention')) })).toBe(
+      'needs_reconciliation',
+    );
+    expect(end({ error: engineMade(new LeaseLost('x')) })).toBe('abandon');
+    expect(end({ error: engineMade(new CancelRequested('x')) })).toBe('cancelled');
     expect(end({ error: new Error('aborted'), abortReason: new LeaseLost('x') })).toBe('abandon');
     expect(end({ error: new Error('aborted'), abortReason: new WorkerShutdown() })).toBe('released');
     expect(end({ error: new Error('aborted'), abortReason: new CancelRequested('x') })).toBe('cancelled');
@@ -106,6 +111,69 @@ describe('classifying the end of an attempt', () => {
     expect(
       end({ error: new Permanent('the call was aborted'), abortReason: new AttemptTimeout('x', 5) }),
     ).toBe('retry');
+  });
+
+  it("takes a handler's error carrying one of the engine's codes for what its class says, its code kept", () => {
+    const end = (error: unknown) => classifyFailure(facts({ error }), () => 0.5);
+    const forged = (code: string) =>
+      Object.defineProperty(Object.assign(new Error('forged'), { code }), Symbol.for('sluice.error'), {
+        value: true,
+      });
+    for (const code of [
+      'cancel-requested',
+      'lease-lost',
+      'worker-shutdown',
+      'deadline-exceeded',
+      'attempt-timeout',
+      'temp-limit-exceeded',
+      'provider-call-limit-exceeded',
+      'effect-outcome-unknown',
+      'budget-exhausted',
+      'input-invalid',
+      'effect-key-conflict',
+    ]) {
+      expect([code, end(new Permanent('mine', { code }))]).toEqual([
+        code,
+        { outcome: 'failed', error: { code, message: 'mine', outcome: 'permanent' } },
+      ]);
+      // (An object marked as Sluice's with the code of a conflict is another copy's EffectConflict.)
+      const others = code === 'effect-key-conflict' ? [] : [forged(code)];
+      for (const error of [new Retryable('mine', { code }), new Ambiguous('mine', { code }), ...others])
+        expect([code, end(error)]).toEqual([
+          code,
+          expect.objectContaining({ outcome: 'retry', error: expect.objectContaining({ code }) }),
+        ]);
+    }
+    // The engine's classes, made by the handler rather than the engine: as any error of Sluice's.
+    for (const error of [
+      new CancelRequested('x'),
+      new LeaseLost('x'),
+      new WorkerShutdown(),
+      new DeadlineExceeded('x'),
+      new BudgetExhausted('spend:p:*', 0),
+      new EffectOutcomeUnknown('charge', 'mine'),
+    ])
+      expect(end(error)).toMatchObject({ outcome: 'retry', error: { code: error.code } });
+  });
+
+  it('never throws, whatever was thrown: a revoked Proxy, one whose every trap throws another', () => {
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    const abyss = (): object =>
+      new Proxy(
+        {},
+        new Proxy(
+          {},
+          {
+            get: () => () => {
+              throw abyss();
+            },
+          },
+        ),
+      );
+    for (const error of [proxy, abyss()])
+      for (const abortReason of [undefined, new AttemptTimeout('x', 5)])
+        expect(classifyFailure(facts({ error, abortReason }), () => 0.5)).toMatchObject({ outcome: 'retry' });
   });
 
   it('dead-letters when attempts are exhausted, keeping the last error', () => {

@@ -3,6 +3,7 @@
  * Rejections of a submission before anything is stored: the client may fix the cause and retry
  * with the same id.
  */
+import { engineMade } from './engine-made.js';
 import { hasCode, SluiceError } from './sluice-error.js';
 
 export interface InputIssue {
@@ -33,6 +34,8 @@ export class InputInvalid extends SluiceError {
     );
     this.issues = issues;
     this.omitted = all.length - issues.length;
+    // A refusal of a call: the engine's own, wherever it is made (core/errors/engine-made.ts).
+    engineMade(this);
   }
   get details(): unknown {
     return this.omitted > 0 ? { issues: this.issues, omitted: this.omitted } : { issues: this.issues };
@@ -47,6 +50,7 @@ export class InputNotJson extends SluiceError {
   constructor(reason: string) {
     super('input-not-json', `input must be plain JSON: ${reason}`);
     this.reason = reason;
+    engineMade(this);
   }
 }
 export const isInputNotJson = (e: unknown): e is InputNotJson => hasCode(e, 'input-not-json');
@@ -76,6 +80,8 @@ export const isUnknownKind = (e: unknown): e is UnknownKind => hasCode(e, 'kind-
 export class InvalidArgument extends SluiceError {
   constructor(message: string) {
     super('invalid-argument', message);
+    // A refusal of a call: the engine's own, wherever it is made (core/errors/engine-made.ts).
+    engineMade(this);
   }
 }
 export const isInvalidArgument = (e: unknown): e is InvalidArgument => hasCode(e, 'invalid-argument');

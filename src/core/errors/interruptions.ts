@@ -24,12 +24,17 @@ export class DeadlineExceeded extends SluiceError {
 }
 export const isDeadlineExceeded = (e: unknown): e is DeadlineExceeded => hasCode(e, 'deadline-exceeded');
 
-/** One attempt ran longer than the kind's attempt timeout. Retried like any retryable failure. */
+/**
+ * One attempt ran longer than the kind's attempt timeout. Retried like any retryable failure.
+ * `detail`, if given, says what else the timeout found (an effect still under way).
+ */
 export class AttemptTimeout extends SluiceError {
-  constructor(id: string, timeoutMs: number) {
-    super('attempt-timeout', `attempt on operation ${id} exceeded its ${timeoutMs} ms timeout`, {
-      retryable: true,
-    });
+  constructor(id: string, timeoutMs: number, detail?: string) {
+    super(
+      'attempt-timeout',
+      `attempt on operation ${id} exceeded its ${timeoutMs} ms timeout${detail ? `; ${detail}` : ''}`,
+      { retryable: true },
+    );
   }
 }
 export const isAttemptTimeout = (e: unknown): e is AttemptTimeout => hasCode(e, 'attempt-timeout');

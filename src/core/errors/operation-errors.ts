@@ -2,6 +2,7 @@
  * @module core/errors/operation-errors
  * Errors about an operation's identity and state, raised by submit, cancel, redrive, reconcile.
  */
+import { engineMade } from './engine-made.js';
 import { hasCode, SluiceError } from './sluice-error.js';
 
 /** The id was already accepted with different material inputs (another digest). Nothing changed. */
@@ -12,6 +13,8 @@ export class OperationConflict extends SluiceError {
     super('idempotency-key-reused', `operation ${id} of tenant ${tenant} was accepted with different inputs`);
     this.tenant = tenant;
     this.id = id;
+    // A refusal of a call: the engine's own, wherever it is made (core/errors/engine-made.ts).
+    engineMade(this);
   }
 }
 export const isOperationConflict = (e: unknown): e is OperationConflict =>
@@ -24,6 +27,7 @@ export class OperationExpired extends SluiceError {
       'operation-expired',
       `operation ${id} of tenant ${tenant} finished and its record was purged; use a new id to run it again`,
     );
+    engineMade(this);
   }
 }
 export const isOperationExpired = (e: unknown): e is OperationExpired => hasCode(e, 'operation-expired');

@@ -57,9 +57,14 @@ abstract class Outcome extends SluiceError {
  * package (a provider client's own dependency) keeps its wait.
  */
 export function retryAfterOf(error: unknown): number | undefined {
-  return isRetryable(error) || isAmbiguous(error)
-    ? boundedWait((error as { retryAfterMs?: unknown }).retryAfterMs)
-    : undefined;
+  try {
+    return isRetryable(error) || isAmbiguous(error)
+      ? boundedWait((error as { retryAfterMs?: unknown }).retryAfterMs)
+      : undefined;
+  } catch {
+    // A getter that throws asks for no wait.
+    return undefined;
+  }
 }
 
 const OUTCOME = Symbol.for('sluice.outcome');
@@ -67,9 +72,14 @@ function mark(error: SluiceError, outcome: string): void {
   Object.defineProperty(error, OUTCOME, { value: outcome });
 }
 function outcomeOf(value: unknown): string | undefined {
-  return typeof value === 'object' && value !== null
-    ? ((value as Record<symbol, unknown>)[OUTCOME] as string | undefined)
-    : undefined;
+  try {
+    return typeof value === 'object' && value !== null
+      ? ((value as Record<symbol, unknown>)[OUTCOME] as string | undefined)
+      : undefined;
+  } catch {
+    // A Proxy's trap that throws: no outcome of Sluice's is read that way.
+    return undefined;
+  }
 }
 
 export class Permanent extends Outcome {
@@ -87,7 +97,14 @@ export const isPermanent = (e: unknown): e is Permanent => outcomeOf(e) === 'per
  * for a fix and a redrive that replays its journaled effects, rather than failed over them.
  */
 export class ResultRefused extends Permanent {}
-export const isResultRefused = (e: unknown): e is ResultRefused => e instanceof ResultRefused;
+export const isResultRefused = (e: unknown): e is ResultRefused => {
+  try {
+    return e instanceof ResultRefused;
+  } catch {
+    // `instanceof` asks a Proxy for its prototype, and its trap may throw.
+    return false;
+  }
+};
 
 export class Retryable extends Outcome {
   constructor(message: string, options: OutcomeOptions = {}) {
@@ -110,7 +127,13 @@ export class EffectConflict extends SluiceError {
     super('effect-key-conflict', message, { cause: options.cause });
   }
 }
-export const isEffectConflict = (e: unknown): e is EffectConflict => hasCode(e, 'effect-key-conflict');
+/**
+ * An `EffectConflict`, made by a provider client or a handler (another copy of the package's
+ * included), not a `Permanent`, `Retryable` or `Ambiguous` that carries its code: that one is
+ * classified as its own class says, as an error carrying any of the engine's codes is.
+ */
+export const isEffectConflict = (e: unknown): e is EffectConflict =>
+  hasCode(e, 'effect-key-conflict') && outcomeOf(e) === undefined;
 
 /** An effect's outcome is unknown and no blind retry is safe: the operation waits for a person. */
 export class EffectOutcomeUnknown extends SluiceError {

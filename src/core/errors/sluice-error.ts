@@ -6,6 +6,8 @@
  * application ends up with two copies of the package.
  */
 
+import { storableCode } from './code.js';
+
 const MARK = Symbol.for('sluice.error');
 
 export interface SluiceErrorOptions {
@@ -30,12 +32,21 @@ export class SluiceError extends Error {
 }
 
 export function isSluiceError(value: unknown): value is SluiceError {
-  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[MARK] === true;
+  try {
+    return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[MARK] === true;
+  } catch {
+    // A Proxy's trap, or a getter, that throws: no error of Sluice's is read that way.
+    return false;
+  }
 }
 
-/** A guard for one code, safe across package copies. */
+/** A guard for one code, safe across package copies; never throws, whatever it is given. */
 export function hasCode<T extends SluiceError>(value: unknown, code: string): value is T {
-  return isSluiceError(value) && value.code === code;
+  try {
+    return isSluiceError(value) && value.code === code;
+  } catch {
+    return false;
+  }
 }
 
 /** The JSON form of an error as stored in attempt history and shown to clients. */
@@ -50,14 +61,29 @@ export interface ErrorRecord {
 /** The most JSON an error record's `details` may hold; larger details are replaced by a note. */
 export const MAX_ERROR_DETAILS_BYTES = 16_384;
 
+/** The longest message a record keeps. */
+const MAX_MESSAGE_CHARS = 2000;
+
 /**
- * Turns anything thrown into a record that is safe to store (no stack, bounded message, details
- * that are JSON of bounded size). It never throws: the record is written in the same transaction
- * as other attempts' ends, which one unstorable error must not take down with it.
+ * Turns anything thrown into a record that is safe to store (no stack, bounded message, a code
+ * that is one, details that are JSON of bounded size). It never throws: the record is written in
+ * the same transaction as other attempts' ends, which one unstorable error must not take down with
+ * it, and it is made on a failure path, where a throw would leave the attempt without an end.
  */
 export function toErrorRecord(error: unknown, outcome?: ErrorRecord['outcome']): ErrorRecord {
-  const code = isSluiceError(error) ? error.code : 'unclassified-error';
-  const record: ErrorRecord = { code, message: messageOf(error).slice(0, 2000) };
+  let record: ErrorRecord;
+  try {
+    const { code, note } = storableCode(error);
+    const message = messageOf(error);
+    record = {
+      code,
+      message: note
+        ? message.slice(0, MAX_MESSAGE_CHARS - note.length) + note
+        : message.slice(0, MAX_MESSAGE_CHARS),
+    };
+  } catch {
+    record = { code: 'unclassified-error', message: 'an error that cannot be read' };
+  }
   if (outcome) record.outcome = outcome;
   let details: unknown;
   try {

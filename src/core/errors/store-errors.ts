@@ -48,7 +48,12 @@ export class StoreError extends SluiceError {
   }
 }
 export function isStoreError(value: unknown): value is StoreError {
-  return isSluiceError(value) && value.code.startsWith('store-');
+  try {
+    return isSluiceError(value) && typeof value.code === 'string' && value.code.startsWith('store-');
+  } catch {
+    // Asked of anything a failure path caught: a getter that throws is no store error.
+    return false;
+  }
 }
 export const isStoreUnavailable = (e: unknown): e is StoreError =>
   isStoreError(e) && e.reason === 'unavailable';

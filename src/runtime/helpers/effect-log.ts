@@ -7,6 +7,7 @@
  * payment data. A failure is logged by its code only, for the same reason (a provider's error
  * message may echo the request).
  */
+import { ERROR_CODE } from '../../core/errors/code.js';
 import type { LazyLog } from '../lazy-log.js';
 
 export async function loggedEffect<T>(
@@ -38,6 +39,11 @@ export async function loggedEffect<T>(
 }
 
 function codeOf(error: unknown): string {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' ? code : 'unclassified-error';
+  try {
+    const code = (error as { code?: unknown } | null)?.code;
+    return typeof code === 'string' && ERROR_CODE.test(code) ? code : 'unclassified-error';
+  } catch {
+    // A getter that throws: the line is still written, and the effect's error goes on as it was.
+    return 'unclassified-error';
+  }
 }

@@ -113,14 +113,16 @@ export class AttemptScope {
 
   /**
    * The promise a helper hands to the handler. A rejection caused by the end of the attempt
-   * (`AttemptEnded`: the handler returned without awaiting the call) can be observed by no one:
-   * it is logged and marked handled, so that a handler's floating promise cannot take the whole
-   * worker down with an unhandled rejection. Every other outcome passes through untouched.
+   * (`AttemptEnded`: the handler returned without awaiting the call), or one that comes once the
+   * attempt is over (a call a leftover callback made after an attempt that timed out rejects with
+   * its timeout), can be observed by no one: it is logged and marked handled, so that a
+   * handler's floating promise cannot take the whole worker down with an unhandled rejection.
+   * Every other outcome passes through untouched.
    */
   guard<T>(work: Promise<T>, what: string): Promise<T> {
     const outer: Promise<T> = new Promise<T>((resolve, reject) => {
       work.then(resolve, (error: unknown) => {
-        if (isAttemptEnded(error)) {
+        if (this.#closed || isAttemptEnded(error)) {
           outer.catch(() => {});
           this.log.warn(
             { helper: what },
