@@ -1491,7 +1491,7 @@ describe('errors', () => {
 
   it('reports a database that takes no connections (ALLOW_CONNECTIONS false) as store-unavailable', async () => {
     // The server refuses the session with a FATAL of SQLSTATE 55000, a code that elsewhere means
-    // a statement's precondition: it is the severity that says the connection is gone.
+    // a statement's precondition.
     const admin = await db.client();
     const name = `closed_${db.freshSchema()}`;
     try {
@@ -1560,10 +1560,18 @@ describe('errors', () => {
     for (const code of ['3F000', '42P01', '42883', '42703'])
       expect([code, reason(pgError(code))]).toEqual([code, 'store-not-migrated']);
     expect(reason(pgError('42601'))).toBe('store-unknown');
-    // A FATAL ends the session whatever its code; the same code as an ERROR is the statement's.
-    const fatal = (code: string) => Object.assign(pgError(code), { severity: 'FATAL' });
+    // A database closed to connections refuses the login with a 55000: the same code as an ERROR
+    // is a statement's precondition, and other FATALs at login are settings to fix, not outages.
+    const fatal = (code: string, routine?: string) =>
+      Object.assign(pgError(code), { severity: 'FATAL', routine });
     expect(reason(fatal('55000'))).toBe('store-unavailable');
+    expect(reason(Object.assign(pgError('55000'), { severity: 'FATALE', routine: 'CheckMyDatabase' }))).toBe(
+      'store-unavailable',
+    );
     expect(reason(pgError('55000'))).toBe('store-unknown');
+    expect(reason(fatal('22023', 'parse_and_validate_value'))).toBe('store-unknown');
+    expect(reason(fatal('42704'))).toBe('store-unknown');
+    expect(reason(pgError('57P04'))).toBe('store-unavailable');
     expect(reason(fatal('42P01'))).toBe('store-not-migrated');
     expect(reason(pgError('ECONNRESET'))).toBe('store-unavailable');
     expect(reason(new Error('Connection terminated unexpectedly'))).toBe('store-unavailable');

@@ -39,6 +39,7 @@ function reasonOfSqlState(code: string): StoreErrorReason | undefined {
     case '25P03': // idle_in_transaction_session_timeout (likewise)
     case '25006': // read_only_sql_transaction: a standby, after a failover or switchover
     case '3D000': // invalid_catalog_name: the database is not there (dropped, or not yet made)
+    case '57P04': // database_dropped: dropped under a session
     case '28000': // invalid_authorization_specification (a login refused: pg_hba, a role)
     case '28P01': // invalid_password (credentials rotated under a running process)
     case '53100': // disk_full
@@ -65,6 +66,19 @@ function reasonOfSqlState(code: string): StoreErrorReason | undefined {
   }
 }
 
+/**
+ * "Database is not currently accepting connections" (`ALTER DATABASE … ALLOW_CONNECTIONS false`):
+ * a 55000, which as an ERROR is a statement's unmet precondition, refused at login as a FATAL.
+ * Told apart by the routine that refuses the login, or by the severity, which a server set to
+ * another language translates (`FATALE`); not by FATAL alone, which is also what a login with a
+ * setting the server refuses (`-c statement_timeout=abc`) gets: a mistake to show, not to retry.
+ */
+function closedDatabase(error: unknown, code: string): boolean {
+  if (code !== '55000') return false;
+  const { severity, routine } = error as { severity?: unknown; routine?: unknown };
+  return routine === 'CheckMyDatabase' || severity === 'FATAL';
+}
+
 function networkCode(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && NETWORK_CODES.has(code)) return code;
@@ -80,11 +94,7 @@ export function classifyPgError(error: unknown): unknown {
   const message = error instanceof Error ? error.message : String(error);
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) {
-    // A FATAL (or PANIC) ends the session, whatever its code: "database is not currently
-    // accepting connections" is a 55000, which as an ERROR is a statement's precondition.
-    const severity = (error as { severity?: unknown }).severity;
-    const reason =
-      reasonOfSqlState(code) ?? (severity === 'FATAL' || severity === 'PANIC' ? 'unavailable' : 'unknown');
+    const reason = reasonOfSqlState(code) ?? (closedDatabase(error, code) ? 'unavailable' : 'unknown');
     const hint = reason === 'not-migrated' ? ` (${MIGRATE_HINT})` : '';
     return new StoreError(reason, `PostgreSQL ${code}: ${message}${hint}`, { cause: error });
   }

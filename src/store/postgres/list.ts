@@ -3,10 +3,11 @@
  * The operator's listing: operations in submission order, filtered by tenant, state and kind,
  * one page after a cursor (`seq`). Sent unprepared, so that each is planned with its values.
  *
- * A settled state is read through `operations_state`, a tenant's live ones through the ready
- * index (`queued`) or the leases' (`running`), so that a few live operations are found without
- * reading a tenant's whole history; a listing by tenant alone, or by kind, reads a tenant's rows
- * (docs/admission.md). The planner chooses by the table's statistics, which autovacuum keeps.
+ * The planner chooses by the table's statistics, which autovacuum keeps: a tenant's queued
+ * operations through the ready index, a settled state through `operations_state`, a page of a
+ * tenant's every state through its key or in `seq` order, whichever reads less; `running` through
+ * the leases' index once the query says the lease is set (below). A kind the tenant seldom uses
+ * reads through its rows (docs/admission.md).
  */
 import type { ListParams } from '../types.js';
 

@@ -17,8 +17,10 @@
  *   the tenant's entries in each, as many as its `maxWaiting` lets wait.
  * Without a tenant, `queued` is read in `seq` order from the cursor: the ready index would be read
  * whole, every tenant's waiting operations, before the first row could be returned.
- * Without a state, a tenant's operations are read through its `(tenant, id)` key and sorted: a
- * listing by tenant alone, or by kind, reads all of a tenant's rows (docs/admission.md).
+ * Without a state, a tenant's listing reads a page after the cursor from each state's index as
+ * above, and keeps the first of those: at most a page per state, not the tenant's rows. A filter
+ * by kind is applied inside each, so a kind the tenant seldom uses still reads through its rows
+ * (docs/admission.md).
  */
 import { InvalidArgument } from '../../core/errors/index.js';
 import { isTerminal, OPERATION_STATES, type OperationState } from '../../core/states.js';
