@@ -10,7 +10,7 @@ import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { canonicalJson, digestOfCanonical } from '../../src/core/digest.js';
 import { isSluiceError } from '../../src/core/errors/index.js';
-import { claimMany } from '../../src/store/postgres/claim.js';
+import { claimMany, claimResultOf } from '../../src/store/postgres/claim.js';
 import { finishAndClaim } from '../../src/store/postgres/finish-claim.js';
 import { classifyPgError, type PostgresStore, postgresStore } from '../../src/store/postgres/index.js';
 import { sqliteStore } from '../../src/store/sqlite/index.js';
@@ -1576,5 +1576,17 @@ describe('errors', () => {
     expect(reason(pgError('ECONNRESET'))).toBe('store-unavailable');
     expect(reason(new Error('Connection terminated unexpectedly'))).toBe('store-unavailable');
     expect(reason(new TypeError('not a database error'))).toBe('unclassified');
+  });
+});
+
+describe("a claim's time", () => {
+  it("is the server's, never this host's in its place", () => {
+    // The statements answer a row with the server's time whether or not they claimed anything;
+    // without one, the attempts' deadlines would be counted from this host's clock.
+    expect(() => claimResultOf([])).toThrow(/without the server's time/);
+    expect(
+      claimResultOf([{ claim_now: '1700000000000', claim_contended: false, claim_capped: null, seq: null }])
+        .now,
+    ).toBe(1_700_000_000_000);
   });
 });

@@ -30,6 +30,7 @@
  * claim's WAL first, so nothing durable can rest on a claim that is not. It takes the claim's
  * flush, ~0.25 ms, out of enqueue→start latency (docs/benchmarks.md).
  */
+import { StoreError } from '../../core/errors/index.js';
 import type { ClaimParams, ClaimResult } from '../types.js';
 import type { PgContext } from './connection.js';
 import { ms, num, type PgRow, toOperationRow } from './rows.js';
@@ -69,7 +70,10 @@ export type ClaimRow = PgRow & {
 };
 
 export function claimResultOf(rows: ClaimRow[]): ClaimResult {
-  const now = num(rows[0]?.claim_now) ?? Date.now();
+  // The server's time, which the attempts' deadlines are counted from; the statements always
+  // answer a row carrying it (claimed or not). Never this host's clock in its place.
+  const now = num(rows[0]?.claim_now);
+  if (now === null) throw new StoreError('unknown', "PostgreSQL's claim answered without the server's time");
   const claimed = rows.filter((r) => r.seq !== null);
   const capped = new Set(claimed.filter((r) => r.claim_capped).map((r) => String(r.tenant)));
   return { now, rows: claimed.map(toOperationRow), capped, contended: rows[0]?.claim_contended === true };
