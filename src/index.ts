@@ -57,6 +57,7 @@ export {
   type KindSubmitRequest,
   type ListRequest,
   MAX_SUBMIT_MANY,
+  type OperationReference,
   Sluice,
   type SluiceOptions,
   type SubmitManyRequests,

@@ -195,6 +195,16 @@ export interface CancelResult {
 }
 
 export type Include = 'attempts' | 'effects' | 'events';
+
+/**
+ * What `get` and `wait` take: an operation's tenant and id, the operation a submit answered, or
+ * the tenant and id with the kind `define` returned (`{ tenant, id, kind: charge }`), which types
+ * the answer as that kind's, as a submit given the kind does. A kind given is checked: an
+ * operation of another kind is refused rather than handed back under the wrong types.
+ */
+export type OperationReference<Input = unknown, Result = unknown> =
+  | { tenant: string; id: string; kind?: Kind<Input, Result> | string }
+  | Operation<Input, Result>;
 const INCLUDES: readonly Include[] = ['attempts', 'effects', 'events'];
 
 /**
@@ -500,15 +510,21 @@ export class Sluice {
 
   /** The operation, or undefined. `include` adds its attempt history, effects and operator events. */
   async get<Input = unknown, Result = unknown>(
-    ref: { tenant: string; id: string } | Operation<Input, Result>,
+    ref: OperationReference<Input, Result>,
     options: { include?: Include[] } = {},
   ): Promise<Operation<Input, Result> | undefined> {
     // A misspelt part (`'attempt'`) would come back without a word, as though it were empty.
     for (const part of options.include ?? [])
       if (!INCLUDES.includes(part))
         throw new InvalidArgument(`include takes ${INCLUDES.join(', ')}, not ${JSON.stringify(part)}`);
+    const expected = kindNameOf(ref.kind);
     const row = await this.store.operationGet(ref);
     if (!row) return undefined;
+    // The answer is typed by the kind the caller named: one of another kind would lie about it.
+    if (expected !== undefined && row.kind !== expected)
+      throw new InvalidArgument(
+        `operation ${ref.id} of tenant ${ref.tenant} is a ${row.kind}, not a ${expected}`,
+      );
     const inc = new Set(options.include ?? []);
     const [attempts, effects, events] = await Promise.all([
       inc.has('attempts') ? this.store.attemptList(ref) : undefined,
@@ -682,7 +698,7 @@ export class Sluice {
    * at once; changes made by other processes are seen by polling every `pollMs`.
    */
   async wait<Input = unknown, Result = unknown>(
-    ref: { tenant: string; id: string } | Operation<Input, Result>,
+    ref: OperationReference<Input, Result>,
     options: {
       timeoutMs?: number;
       pollMs?: number;

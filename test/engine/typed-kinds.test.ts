@@ -80,6 +80,43 @@ describe('a kind define returned, as a submit’s kind', () => {
     expect(bare.result).toEqual(done.result);
   });
 
+  it('types a stored reference given its kind, and refuses one of another kind', async () => {
+    h = await harness();
+    const charge = defineCharge(h.sluice);
+    const note = h.sluice.define('note', {
+      input: z.object({ text: z.string() }),
+      run: (input) => input.text.length,
+    });
+    h.worker().start();
+    await h.sluice.submit({
+      tenant: 'north',
+      id: 'O7',
+      kind: charge,
+      input: { invoice: 7, amount_cents: 5000 },
+    });
+    await h.sluice.submit({ tenant: 'north', id: 'N1', kind: note, input: { text: 'hello' } });
+
+    // Only the tenant and id were kept (a column of the caller's own table, say): the kind types them.
+    const done = await h.sluice.wait({ tenant: 'north', id: 'O7', kind: charge });
+    expectTypeOf(done).toEqualTypeOf<Operation<InputOf<typeof charge>, ResultOf<typeof charge>>>();
+    expect(done.result).toEqual({ charged: 5000, currency: 'EUR' });
+    const read = await h.sluice.get({ tenant: 'north', id: 'O7', kind: charge });
+    expectTypeOf(read?.result).toEqualTypeOf<ResultOf<typeof charge> | null | undefined>();
+    expect(read?.id).toBe('O7');
+    // By name it is checked too, and types nothing.
+    expect((await h.sluice.get({ tenant: 'north', id: 'O7', kind: 'charge' }))?.kind).toBe('charge');
+
+    // The operation is a note: handed back as a charge, its types would lie.
+    await expect(h.sluice.get({ tenant: 'north', id: 'N1', kind: charge })).rejects.toMatchObject({
+      code: 'invalid-argument',
+      message: 'operation N1 of tenant north is a note, not a charge',
+    });
+    await expect(h.sluice.wait({ tenant: 'north', id: 'N1', kind: 'charge' })).rejects.toMatchObject({
+      code: 'invalid-argument',
+    });
+    expect(await h.sluice.get({ tenant: 'north', id: 'nothing', kind: charge })).toBeUndefined();
+  });
+
   it('refuses a wrong input at compile time, and the engine refuses it at run time', async () => {
     h = await harness();
     const charge = defineCharge(h.sluice);
