@@ -1,14 +1,13 @@
 /**
  * @module core/json-size
- * The size of a value as the JSON a store writes, measured only when it may be over a bound.
- * `assertPlainJson` (core/digest.ts) already walks the value and returns an upper bound of its
- * JSON's bytes; most results are far under their limit, so the exact count, which means writing
- * the value out, is made only when that bound is over it.
+ * The size of JSON text as a store writes it (UTF-8), counted only when it may be over a bound:
+ * a UTF-16 unit is at most 3 bytes of UTF-8, so most texts, far under their limit, are not
+ * counted at all.
  */
 
-/** The value's JSON bytes when they are over `max`; `null` when they are not. */
-export function jsonBytesOver(value: unknown, bound: number, max: number): number | null {
-  if (bound <= max) return null;
-  const bytes = Buffer.byteLength(JSON.stringify(value));
+/** The text's UTF-8 bytes when they are over `max`; `null` when they are not. */
+export function utf8BytesOver(text: string, max: number): number | null {
+  if (text.length * 3 <= max) return null;
+  const bytes = Buffer.byteLength(text);
   return bytes > max ? bytes : null;
 }

@@ -118,8 +118,12 @@ export class InflightEffects {
   }
 }
 
-/** A refusal made before anything ran, marked handled (`run`). */
-function refused(error: Error): Promise<never> {
+/**
+ * A refusal made before anything ran, marked handled: the callback a handler left behind that
+ * asked seldom awaits it, and unhandled it would take the process down; whoever awaits it still
+ * hears of it. (`run`, and `ctx.tempDir()` once the attempt is over.)
+ */
+export function refused(error: Error): Promise<never> {
   const rejected = Promise.reject(error);
   rejected.catch(() => {});
   return rejected;

@@ -47,6 +47,7 @@ import {
   toErrorRecord,
 } from '../core/errors/index.js';
 import { readThrown } from '../core/errors/thrown.js';
+import { utf8BytesOver } from '../core/json-size.js';
 import { JsonText } from '../core/json-text.js';
 import { isStoredText } from '../core/stored-text.js';
 import type { Queued } from '../runtime/batcher.js';
@@ -535,10 +536,9 @@ async function commit(
   }
   // The journal's row is read whole by every later attempt and every view of the effects, so an
   // answer is bounded as the handler's result is. The provider has done the effect all the same:
-  // the same ending as an answer that is not JSON. (A UTF-16 unit is at most 3 bytes of UTF-8:
-  // most answers are not counted at all.)
-  const bytes = text.length * 3 <= rt.maxResultBytes ? null : Buffer.byteLength(text);
-  if (bytes !== null && bytes > rt.maxResultBytes)
+  // the same ending as an answer that is not JSON.
+  const bytes = utf8BytesOver(text, rt.maxResultBytes);
+  if (bytes !== null)
     throw new Permanent(
       `the result of effect ${name} is ${bytes} bytes as JSON, over the kind's maxResultBytes (${rt.maxResultBytes})`,
       { code: 'effect-result-too-large', details: { bytes, maxResultBytes: rt.maxResultBytes } },

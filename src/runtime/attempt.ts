@@ -33,6 +33,7 @@ import {
   UnknownKind,
 } from '../core/errors/index.js';
 import { readThrown } from '../core/errors/thrown.js';
+import { utf8BytesOver } from '../core/json-size.js';
 import { JsonText } from '../core/json-text.js';
 import { isTerminal, type OperationState } from '../core/states.js';
 import { AttemptMarks } from '../effects/attempt-marks.js';
@@ -181,9 +182,8 @@ async function stateAfter(env: AttemptEnv, row: OperationRow, end: string): Prom
  * the same result again: dead at once, for a fix and a redrive (ResultRefused).
  */
 function assertResultSize(text: string, max: number): void {
-  // A UTF-16 unit is at most 3 bytes of UTF-8: most results are not counted at all.
-  const bytes = text.length * 3 <= max ? null : Buffer.byteLength(text);
-  if (bytes !== null && bytes > max)
+  const bytes = utf8BytesOver(text, max);
+  if (bytes !== null)
     throw engineMade(
       new ResultRefused(
         `the handler's result is ${bytes} bytes as JSON, over the kind's maxResultBytes (${max})`,

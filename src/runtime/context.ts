@@ -12,7 +12,7 @@
 import type { Logger } from 'pino';
 import { engineMade } from '../core/errors/engine-made.js';
 import { AttemptEnded } from '../core/errors/index.js';
-import type { InflightEffects } from '../effects/inflight.js';
+import { type InflightEffects, refused } from '../effects/inflight.js';
 import {
   assertEffectCall,
   type EffectOptions,
@@ -131,9 +131,7 @@ export class OperationContext {
   tempDir(): Promise<string> {
     if (this.#hooks.ended?.()) {
       this.#logs.log.warn('ctx.tempDir was called after its attempt ended: refused');
-      const refused = Promise.reject(engineMade(new AttemptEnded()));
-      refused.catch(() => {});
-      return refused;
+      return refused(engineMade(new AttemptEnded()));
     }
     try {
       return Promise.resolve(this.#hooks.tempDir());
