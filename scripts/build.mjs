@@ -1,4 +1,5 @@
-// Builds dist/: compiles src/ with tsc, then copies the SQL migrations, which are loaded at run time.
+// Builds dist/: compiles src/ with tsc, then copies what is read at run time as it is: the SQL
+// migrations and the dashboard's page, script and style sheet.
 import { execFileSync } from 'node:child_process';
 import { chmodSync, cpSync, existsSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
@@ -15,11 +16,13 @@ execFileSync(
   },
 );
 
+const dashboard = join(root, 'src/http/dashboard');
 function copyAssets(dir) {
   for (const name of readdirSync(dir)) {
     const path = join(dir, name);
     if (statSync(path).isDirectory()) copyAssets(path);
-    else if (name.endsWith('.sql')) cpSync(path, join(dist, relative(join(root, 'src'), path)));
+    else if (name.endsWith('.sql') || dir === dashboard)
+      cpSync(path, join(dist, relative(join(root, 'src'), path)));
   }
 }
 copyAssets(join(root, 'src'));

@@ -70,6 +70,8 @@ export interface SluiceConfig {
     port?: number;
     bodyLimitBytes?: number;
     metricsAuth?: 'none' | 'admin';
+    /** Serve the dashboard at `/dashboard` (default true): a page over the API, no data of its own. */
+    dashboard?: boolean;
     /** Requests one tenant may have in progress at once on this process (default 64; false: no cap). */
     maxRequestsPerTenant?: number | false;
     /**
@@ -217,6 +219,7 @@ const SECTION_KEYS: Record<string, Set<string>> = {
     port: true,
     bodyLimitBytes: true,
     metricsAuth: true,
+    dashboard: true,
     maxRequestsPerTenant: true,
     maxListingsPerTenant: true,
     maxConnections: true,

@@ -489,9 +489,12 @@ export function openApiDocument(options: OpenApiOptions): JsonSchema {
     servers: [{ url: '/' }],
     tags: [
       { name: 'operations', description: "A tenant's operations." },
-      { name: 'admin', description: 'Operator actions (admin key).' },
+      { name: 'admin', description: 'Operator actions and the queues of every tenant (admin key).' },
       { name: 'tenants', description: 'Usage.' },
-      { name: 'service', description: 'Health, readiness, metrics, this document.' },
+      {
+        name: 'service',
+        description: 'Health, readiness, metrics, this document, the key presented, the dashboard.',
+      },
     ],
     paths,
     components: {

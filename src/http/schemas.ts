@@ -439,6 +439,52 @@ export const usageResponseSchema: JsonSchema = {
   },
 };
 
+/** `GET /v1/me`: what the presented key is. */
+export const meResponseSchema: JsonSchema = {
+  type: 'object',
+  required: ['role', 'tenant'],
+  additionalProperties: false,
+  properties: {
+    role: { type: 'string', enum: ['tenant', 'admin'] },
+    tenant: {
+      type: ['string', 'null'],
+      description: "A tenant key's tenant; null for an admin key, which acts for none.",
+    },
+  },
+};
+
+const classCounts = {
+  class: { type: 'string' },
+  waiting: { type: 'integer', description: 'Queued, due now or later.' },
+  running: { type: 'integer' },
+};
+
+/** `GET /v1/queues`: the store's queue counters across every tenant (admin). */
+export const queuesResponseSchema: JsonSchema = {
+  type: 'object',
+  required: ['classes', 'queues', 'queuesLeftOut'],
+  additionalProperties: false,
+  properties: {
+    classes: {
+      type: 'array',
+      description: 'Every class the store knows, in name order, across all tenants and processes.',
+      items: { type: 'object', required: ['class', 'waiting', 'running'], properties: classCounts },
+    },
+    queues: {
+      type: 'array',
+      description:
+        'The (class, tenant) pairs with an operation waiting or running, the most waiting first (then the most ' +
+        'running, then by class and tenant), at most 500.',
+      items: {
+        type: 'object',
+        required: ['class', 'tenant', 'waiting', 'running'],
+        properties: { ...classCounts, tenant: { type: 'string' } },
+      },
+    },
+    queuesLeftOut: { type: 'integer', description: 'Pairs holding work beyond the 500 listed.' },
+  },
+};
+
 export const statusSchema: JsonSchema = {
   type: 'object',
   required: ['status'],

@@ -39,7 +39,9 @@ import { methodsAt, recordRoutes } from './openapi.js';
 import { ApiError, PROBLEMS, pathOf, rawProblemResponse, sendProblem, setCommonHeaders } from './problem.js';
 import type { AuthMode } from './route-config.js';
 import { adminRoutes } from './routes/admin.js';
+import { dashboardRoutes } from './routes/dashboard.js';
 import { operationRoutes } from './routes/operations.js';
+import { overviewRoutes } from './routes/overview.js';
 import { serviceRoutes } from './routes/service.js';
 import { tenantRoutes } from './routes/tenants.js';
 import { coerceQuery, type JsonSchema, OPERATION_ID_PATTERN, TENANT_PATTERN } from './schemas.js';
@@ -93,6 +95,11 @@ export interface ServerOptions {
    * `/openapi.json`), for a worker-only process that is scraped. Default true.
    */
   api?: boolean;
+  /**
+   * Serve the dashboard at `/dashboard` (with the API only): a page that holds no data and reads
+   * the API with the key an operator types in (docs/operations.md, "The dashboard"). Default true.
+   */
+  dashboard?: boolean;
   /**
    * A connection on which nothing has moved, either way, for this long is closed: a client that
    * stops reading its answers. Default twice `requestTimeoutMs` and a second (61 s), so that a
@@ -157,6 +164,8 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
   const metricsAuth = options.metricsAuth ?? 'none';
   if (metricsAuth !== 'none' && metricsAuth !== 'admin')
     throw new InvalidArgument(`metricsAuth must be 'none' or 'admin', not ${JSON.stringify(metricsAuth)}`);
+  if (options.dashboard !== undefined && typeof options.dashboard !== 'boolean')
+    throw new InvalidArgument(`dashboard must be true or false, not ${JSON.stringify(options.dashboard)}`);
   const keys = new KeyRing(options.auth);
   const accepting = options.accepting ?? (() => true);
   const metrics = options.metrics ?? createMetrics();
@@ -362,6 +371,8 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
       operationRoutes(app, { sluice, accepting, listings });
       adminRoutes(app, { sluice });
       tenantRoutes(app, { sluice });
+      overviewRoutes(app, { sluice });
+      if (options.dashboard !== false) dashboardRoutes(app);
     }
     serviceRoutes(app, { sluice, metrics, accepting, routes, metricsAuth });
     await app.ready();

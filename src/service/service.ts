@@ -81,6 +81,9 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
     throw new InvalidArgument(
       `http.metricsAuth must be 'none' or 'admin', not ${JSON.stringify(metricsAuth)}`,
     );
+  const dashboard = config.http?.dashboard;
+  if (dashboard !== undefined && typeof dashboard !== 'boolean')
+    throw new InvalidArgument(`http.dashboard must be true or false, not ${JSON.stringify(dashboard)}`);
   for (const cap of ['maxRequestsPerTenant', 'maxListingsPerTenant'] as const)
     if (config.http?.[cap] !== false)
       bounded(`http.${cap}`, config.http?.[cap], 1, { min: 1, max: 1_000_000, integer: true });
@@ -161,6 +164,7 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
       auth: { tenants: config.auth?.tenants ?? {}, admin: config.auth?.admin ?? [] },
       bodyLimitBytes: config.http?.bodyLimitBytes,
       metricsAuth: config.http?.metricsAuth,
+      dashboard: config.http?.dashboard,
       maxRequestsPerTenant: config.http?.maxRequestsPerTenant,
       maxListingsPerTenant: config.http?.maxListingsPerTenant,
       maxConnections: config.http?.maxConnections,

@@ -171,12 +171,18 @@ describe('GET /openapi.json', () => {
     expect(documented).toEqual(registered);
     expect(registered).toEqual(
       [
+        'GET /dashboard',
+        'GET /dashboard/app.css',
+        'GET /dashboard/app.js',
+        'GET /dashboard/icon.svg',
         'GET /healthz',
         'GET /metrics',
         'GET /openapi.json',
         'GET /readyz',
         'GET /v1/operations',
         'GET /v1/operations/{id}',
+        'GET /v1/me',
+        'GET /v1/queues',
         'GET /v1/tenants/{tenant}/usage',
         'POST /v1/operations',
         'POST /v1/operations/{id}/cancel',
@@ -209,6 +215,8 @@ describe('GET /openapi.json', () => {
         body: { reason: 'r', resolution: 'failed' },
       },
       getTenantUsage: { key: KEYS.north },
+      getMe: { key: KEYS.north },
+      getQueues: { key: KEYS.admin },
     };
     const routes = Object.entries(doc.paths as Record<string, Record<string, OpenApiOperation>>)
       .filter(([path]) => path.startsWith('/v1/'))

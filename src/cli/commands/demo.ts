@@ -61,6 +61,7 @@ export function demoCommand(program: Command): void {
       console.log(`
 Sluice payments demo
   API            ${api}   (store: ${redact(process.env.SLUICE_DB ?? './data/sluice.db')})
+  dashboard      ${api}/dashboard   (sign in with a key below)
   provider stub  ${stub.url}   ledger: GET /ledger   failures: POST /control
   keys (DEMO ONLY — never use these anywhere else):
     north  ${DEMO_KEYS.north}     south  ${DEMO_KEYS.south}     admin  ${DEMO_KEYS.admin}

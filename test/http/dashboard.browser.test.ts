@@ -1,0 +1,207 @@
+/**
+ * The dashboard in Debian's Chromium, against a real server on a SQLite file with a worker: an
+ * operator signs in with the admin key, reads the queues, opens a tenant's dead operation and
+ * redrives it; a tenant signs in with its own key and reads its usage and a charge's journal. An
+ * id and an input written as markup stay text (no script of theirs runs), a wrong key is answered
+ * on the page, and the page requests nothing but its own server. In CI (.ci/run installs the
+ * browser) a missing Chromium is a failure; elsewhere the block is skipped, and says why.
+ */
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { Retryable } from '../../src/core/errors/index.js';
+import { KEYS, type Rig, rig } from './rig.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+const hasChromium = existsSync(CHROMIUM);
+if (process.env.CI === 'true' && !hasChromium) {
+  throw new Error(
+    `${CHROMIUM} is missing: .ci/run installs Debian's chromium for the dashboard's browser test`,
+  );
+}
+
+/** What the page's globals are read for (the project's tsconfig has no DOM lib). */
+type Browser = { sessionStorage: { length: number }; __pwned?: number };
+
+/** An id a careless page would render as an element whose handler runs. */
+const MARKUP_ID = '<svg/onload=window.__pwned=1>';
+const MARKUP_INPUT = '<script>window.__pwned=2</script>';
+
+describe.skipIf(!hasChromium)(`the dashboard in Chromium (skipped when ${CHROMIUM} is not installed)`, () => {
+  let r: Rig;
+  let base: string;
+  let dir: string;
+  let context: BrowserContext;
+  const requests: string[] = [];
+  const pageErrors: string[] = [];
+  const failed: string[] = [];
+
+  beforeAll(async () => {
+    r = await rig({
+      sluice: { retryBudget: false },
+      define(sluice) {
+        sluice.define('flaky', {
+          input: z.object({ note: z.string() }),
+          limits: { maxAttempts: 1 },
+          run: async () => {
+            throw new Retryable('the upstream answered 503');
+          },
+        });
+      },
+    });
+    base = await r.listen();
+    const { sluice } = r.h;
+    const worker = r.h.worker();
+    worker.start();
+    await sluice.submit({
+      tenant: 'north',
+      id: 'paid',
+      kind: 'charge',
+      input: { invoice: 7, amount_cents: 5000 },
+    });
+    await sluice.submit({ tenant: 'north', id: MARKUP_ID, kind: 'flaky', input: { note: MARKUP_INPUT } });
+    expect((await sluice.wait({ tenant: 'north', id: 'paid' }, { timeoutMs: 20_000 })).state).toBe(
+      'succeeded',
+    );
+    expect((await sluice.wait({ tenant: 'north', id: MARKUP_ID }, { timeoutMs: 20_000 })).state).toBe('dead');
+    await worker.stop();
+    // Work that waits: south's note is due in ten minutes.
+    await sluice.submit({
+      tenant: 'south',
+      id: 'later',
+      kind: 'note',
+      input: { text: 'x' },
+      delayMs: 600_000,
+    });
+
+    const { chromium } = await import('playwright-core');
+    dir = await mkdtemp(join(tmpdir(), 'sluice-dashboard-browser-'));
+    context = await chromium.launchPersistentContext(join(dir, 'profile'), {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--no-first-run',
+        '--disable-background-networking',
+      ],
+      viewport: { width: 1200, height: 900 },
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await context?.close();
+    await r?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  async function open(): Promise<Page> {
+    const page = await context.newPage();
+    page.on('request', (request) => requests.push(request.url()));
+    page.on('response', (response) => {
+      if (response.status() >= 400) failed.push(`${response.status()} ${response.url()}`);
+    });
+    page.on('pageerror', (error) => pageErrors.push(String(error)));
+    page.on('console', (message) => {
+      if (message.type() === 'error') pageErrors.push(message.text());
+    });
+    await page.goto(`${base}/dashboard`, { waitUntil: 'load' });
+    return page;
+  }
+
+  async function signIn(page: Page, key: string): Promise<void> {
+    await page.locator('#sign-in').waitFor({ state: 'visible' });
+    await page.fill('#key', key);
+    await page.click('#sign-in button[type=submit]');
+  }
+
+  it('shows a wrong key as the API answered it, and stays signed out', async () => {
+    const page = await open();
+    await signIn(page, 'not-a-key');
+    await expect.poll(() => page.textContent('#problem')).toContain('unauthorized');
+    expect(await page.isVisible('#sign-in')).toBe(true);
+    expect(await page.evaluate(() => (globalThis as unknown as Browser).sessionStorage.length)).toBe(0);
+    await page.close();
+  });
+
+  it("lets an admin read the queues, open a tenant's dead operation as text, and redrive it", async () => {
+    const page = await open();
+    await signIn(page, KEYS.admin);
+    await page.locator('#who').filter({ hasText: 'admin key' }).waitFor();
+    // The queues, as the API has them: south's note waits in bulk.
+    const rows = page.locator('table').nth(1).locator('tbody tr');
+    await rows.first().waitFor();
+    expect(await rows.count()).toBe(1);
+    expect(await rows.first().locator('td').allTextContents()).toEqual(['bulk', 'south', '1', '0']);
+    await page.click('text=south');
+    await page.locator('td', { hasText: 'later' }).waitFor();
+    expect(await page.locator('tbody tr td.state-queued').count()).toBe(1);
+
+    // North's dead operations, then the one whose id is markup.
+    await page.goto(`${base}/dashboard#/operations?tenant=north&state=dead`);
+    const idLink = page.getByRole('link', { name: MARKUP_ID, exact: true });
+    await idLink.waitFor();
+    expect(await page.locator('svg').count()).toBe(0);
+    await idLink.click();
+    await page.getByRole('heading', { name: `Operation ${MARKUP_ID}` }).waitFor();
+    expect(await page.locator('pre').first().textContent()).toContain(MARKUP_INPUT);
+    expect(await page.locator('dd.state-dead').textContent()).toBe('dead');
+    expect(await page.locator('td', { hasText: 'attempts-exhausted' }).count()).toBeGreaterThan(0);
+    expect(await page.evaluate(() => (globalThis as unknown as Browser).__pwned)).toBeUndefined();
+
+    await page.fill('#actions input[name=reason]', 'the upstream is back');
+    await page.click('#actions button[type=submit]');
+    await page.locator('dd.state-queued').waitFor();
+    const after = await r.call(
+      'GET',
+      `/v1/operations/${encodeURIComponent(MARKUP_ID)}?tenant=north&include=events`,
+      {
+        key: KEYS.admin,
+      },
+    );
+    expect(after.json.state).toBe('queued');
+    expect(after.json.events).toMatchObject([
+      { action: 'redrive', by: 'admin#1', reason: 'the upstream is back' },
+    ]);
+    await page.locator('td', { hasText: 'the upstream is back' }).waitFor();
+    await page.close();
+  });
+
+  it("lets a tenant read its usage and a charge's journal, and not the queues", async () => {
+    const page = await open();
+    await signIn(page, KEYS.north);
+    await page.getByRole('heading', { name: 'Tenant north' }).waitFor();
+    expect(await page.getByRole('heading', { name: 'Classes' }).count()).toBe(0);
+    await page.goto(`${base}/dashboard#/operation?id=paid`);
+    await page.locator('dd.state-succeeded').waitFor();
+    const effect = await page
+      .locator('table')
+      .nth(1)
+      .locator('tbody tr')
+      .first()
+      .locator('td')
+      .allTextContents();
+    const journal = (await r.h.store.effectList({ tenant: 'north', id: 'paid' }))[0]!;
+    expect(effect.slice(0, 5)).toEqual(['charge', 'committed', journal.provider ?? '', journal.key, '1']);
+    // Nothing to act on: no cancel for an ended operation, no redrive for a tenant.
+    expect(await page.locator('#actions').count()).toBe(0);
+    await page.click('#sign-out');
+    await page.locator('#sign-in').waitFor({ state: 'visible' });
+    expect(await page.evaluate(() => (globalThis as unknown as Browser).sessionStorage.length)).toBe(0);
+    await page.close();
+  });
+
+  it('requested nothing but its own server, and raised no error in the page', () => {
+    expect(requests.length).toBeGreaterThan(10);
+    expect(requests.filter((url) => !url.startsWith(`${base}/`))).toEqual([]);
+    // The wrong key's 401 is the one failed request, and the one error Chromium logs (a failed
+    // fetch, not a script error): no missing file, no policy refusing anything of the page's own.
+    expect(failed).toEqual([`401 ${base}/v1/me`]);
+    expect(pageErrors.filter((e) => !e.includes('401'))).toEqual([]);
+  });
+});
