@@ -66,6 +66,7 @@ export {
   type SubmitOptions,
   type SubmitRequest,
   type SubmitResult,
+  type SubmitTransaction,
 } from './sluice.js';
 export type { MigrationStatus } from './store/migrations.js';
 export { type PostgresOptions, type PostgresStore, postgresStore } from './store/postgres/index.js';

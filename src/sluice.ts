@@ -6,6 +6,8 @@
  */
 import { EventEmitter } from 'node:events';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
+import type BetterSqlite3 from 'better-sqlite3';
+import type pg from 'pg';
 import pino, { type Logger } from 'pino';
 import { type ProviderBudgets, validateBudgets } from './admission/budgets.js';
 import { Admission, type AdmissionConfig } from './admission/limits.js';
@@ -133,6 +135,14 @@ const kindNameOf = (kind: unknown): string | undefined => {
   return typeof name === 'string' ? name : undefined;
 };
 
+/**
+ * A transaction of your own for a submit to join: a `pg` client (a `Client`, or a `PoolClient`
+ * from `pool.connect()`, not the pool) after `BEGIN`, or a better-sqlite3 `Database` of your own
+ * after `BEGIN IMMEDIATE`. One that is not inside a transaction is refused (`invalid-argument`):
+ * its submit would commit whatever the transaction you meant did.
+ */
+export type SubmitTransaction = pg.ClientBase | BetterSqlite3.Database;
+
 export interface SubmitOptions {
   /**
    * Submit inside your own open transaction: the operation is accepted if and only if it commits
@@ -141,7 +151,7 @@ export interface SubmitOptions {
    * that has read cannot wait for another writer and fails `store-serialization`). The outbox
    * pattern, without an outbox.
    */
-  tx?: unknown;
+  tx?: SubmitTransaction;
 }
 
 export interface SubmitResult<Input = unknown, Result = unknown> {
@@ -523,7 +533,7 @@ export class Sluice {
     // The answer is typed by the kind the caller named: one of another kind would lie about it.
     if (expected !== undefined && row.kind !== expected)
       throw new InvalidArgument(
-        `operation ${ref.id} of tenant ${ref.tenant} is a ${row.kind}, not a ${expected}`,
+        `operation ${ref.id} of tenant ${ref.tenant} is of kind ${row.kind}, not ${expected}`,
       );
     const inc = new Set(options.include ?? []);
     const [attempts, effects, events] = await Promise.all([

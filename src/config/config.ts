@@ -31,6 +31,7 @@
  */
 import { existsSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
+import type { StandardSchemaV1 } from '@standard-schema/spec';
 import type { ProviderBudgets } from '../admission/budgets.js';
 import type { AdmissionConfig } from '../admission/limits.js';
 import type { RetryBudgetConfig } from '../admission/retry-budget.js';
@@ -119,7 +120,11 @@ export interface SluiceConfig {
 }
 
 /** Identity function that gives a config file its types. */
-export function defineConfig(config: SluiceConfig): SluiceConfig {
+export function defineConfig<Schemas extends Record<string, StandardSchemaV1>>(
+  config: Omit<SluiceConfig, 'kinds'> & {
+    kinds?: { [Name in keyof Schemas]: KindDefinition<Schemas[Name]> };
+  },
+): SluiceConfig {
   return config;
 }
 

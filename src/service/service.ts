@@ -61,6 +61,11 @@ export interface Service {
   stop(options?: { graceMs?: number; drainMs?: number }): Promise<void>;
 }
 
+/**
+ * What `sluice serve` runs, from a config object: opens (and by default migrates) the store,
+ * defines the kinds, then listens with the API and starts a worker, or one role of the two.
+ * `stop()` drains as `SIGTERM` does.
+ */
 export async function startService(input: SluiceConfig, options: ServiceOptions = {}): Promise<Service> {
   const config = withEnvironment(input);
   // Checked before anything opens (a grace the shutdown's timer cannot wait would end at once).
@@ -130,6 +135,14 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
     await sluice.close();
     throw new InvalidArgument(
       'a worker needs kinds to run: the config defines none (`kinds`, or `setup` calling sluice.define)',
+    );
+  }
+
+  if (role !== 'worker' && sluice.definedKinds().length === 0) {
+    // An API without kinds answers every submit `kind-unknown`: a config file not found (or not
+    // the one meant) would otherwise show only in the clients' refusals.
+    log.warn(
+      'no kinds are defined: every submit will be refused as kind-unknown (a config file defines them in `kinds`, or in `setup` with sluice.define)',
     );
   }
 

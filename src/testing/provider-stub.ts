@@ -52,6 +52,13 @@ interface KeyEntry {
 
 const digestOf = (params: unknown) => createHash('sha256').update(canonicalJson(params)).digest('hex');
 
+/**
+ * An in-process payment provider for tests, with the contract Sluice's effects are built for:
+ * a charge under a key it has seen with the same parameters returns the same charge (for
+ * `windowMs`, 24 h by default), with other parameters is refused; failures are injected with
+ * `failNext` (`unavailable`, `drop` after committing, `hang`), and `ledger()` lists every charge
+ * made.
+ */
 export class ProviderStub {
   readonly clock: Clock;
   windowMs: number;

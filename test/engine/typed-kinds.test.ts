@@ -7,6 +7,7 @@
 import { afterEach, describe, expect, expectTypeOf, it } from 'vitest';
 import { z } from 'zod';
 import {
+  defineConfig,
   type InputOf,
   isUnknownKind,
   type Kind,
@@ -109,7 +110,7 @@ describe('a kind define returned, as a submit’s kind', () => {
     // The operation is a note: handed back as a charge, its types would lie.
     await expect(h.sluice.get({ tenant: 'north', id: 'N1', kind: charge })).rejects.toMatchObject({
       code: 'invalid-argument',
-      message: 'operation N1 of tenant north is a note, not a charge',
+      message: 'operation N1 of tenant north is of kind note, not charge',
     });
     await expect(h.sluice.wait({ tenant: 'north', id: 'N1', kind: 'charge' })).rejects.toMatchObject({
       code: 'invalid-argument',
@@ -220,5 +221,33 @@ describe('a kind define returned, as a submit’s kind', () => {
       { kind: '', reason: 'kind-unknown' },
       { kind: '', reason: 'kind-unknown' },
     ]);
+  });
+});
+
+describe("a config file's kinds", () => {
+  it('type each handler’s input by its own schema, as define does', () => {
+    const config = defineConfig({
+      db: ':memory:',
+      kinds: {
+        charge: {
+          input: chargeInput,
+          run: async (input) => {
+            expectTypeOf(input).toEqualTypeOf<{ invoice: number; amount_cents: number; currency: string }>();
+            // @ts-expect-error a misspelt field is a compile error, not `undefined` at run time
+            return { charged: input.amount_centz };
+          },
+        },
+        note: {
+          input: z.object({ text: z.string() }),
+          class: 'bulk',
+          run: (input) => {
+            expectTypeOf(input).toEqualTypeOf<{ text: string }>();
+            return input.text.length;
+          },
+        },
+      },
+    });
+    // What it returns is the config as given: the service reads the same kinds.
+    expect(Object.keys(config.kinds ?? {})).toEqual(['charge', 'note']);
   });
 });

@@ -236,6 +236,22 @@ describe('roles', () => {
     expect(await warnings('127.0.0.1')).toBe(0);
   });
 
+  it('warns when an API serves no kind, which would refuse every submit', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'sluice-roles-'));
+    const config = await loadConfig(join(ROOT, 'test/fixtures/sluice.config.ts'));
+    const warned = async (kinds: typeof config.kinds) => {
+      const { logger, lines } = captureLog('warn');
+      const svc = await startService(
+        { ...config, kinds },
+        { role: 'api', db: join(dir, `${kinds ? 'kinds' : 'none'}.db`), port: 0, logger },
+      );
+      await svc.stop({ graceMs: 100 });
+      return lines.filter((l) => /^no kinds are defined/.test(String(l.msg))).length;
+    };
+    expect(await warned(undefined)).toBe(1);
+    expect(await warned(config.kinds)).toBe(0);
+  });
+
   it('an API-only and a worker-only process share one store', async () => {
     dir = mkdtempSync(join(tmpdir(), 'sluice-roles-'));
     const config = await loadConfig(join(ROOT, 'test/fixtures/sluice.config.ts'));

@@ -6,10 +6,10 @@
  * store-level form is in test/store/postgres-basics.test.ts.)
  *
  * What store/postgres/submit.ts does with `tx`: it runs its one statement on the caller's client
- * with no BEGIN, COMMIT or retry of its own. So a client that is not inside a transaction is
- * accepted, and its submit commits at once (autocommit); a client whose transaction already
- * failed gets the server's refusal, classified as a store error; anything without `query()` is
- * an invalid argument.
+ * with no BEGIN, COMMIT or retry of its own. A client that has not begun a transaction, whose
+ * submit would commit at once, and a pool are invalid arguments, as is anything without
+ * `query()`; a client whose transaction already failed gets the server's refusal, classified as a
+ * store error.
  */
 import pg from 'pg';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -290,20 +290,34 @@ describe('transactional submit (PostgreSQL, engine level)', () => {
     expect(await sluice.get({ tenant: 'North', id: 'elsewhere-1' })).toBeUndefined();
   });
 
-  it('accepts a client outside any transaction: the submit commits on its own at once', async () => {
-    const { sluice } = await engine();
+  it('refuses a client outside any transaction, and a pool: nothing is stored, the client still usable', async () => {
+    const { sluice, store } = await engine();
     const app = await appClient();
-    const { created } = await sluice.submit(request('auto-1', 1), { tx: app });
-    expect(created).toBe(true);
-    // Visible from the store's own connections before the client does anything else…
+    // Without BEGIN the submit would commit on its own at once, whatever the application did next.
+    const idle = await sluice.submit(request('auto-1', 1), { tx: app }).catch((e) => e);
+    expect([isInvalidArgument(idle), idle.message]).toEqual([
+      true,
+      expect.stringMatching(/has not begun one \(BEGIN\)/),
+    ]);
+    // A pool runs each query on whichever connection is free, each in a transaction of its own.
+    const pool = new pg.Pool({ connectionString: db.url, max: 1 });
+    try {
+      const pooled = await sluice.submit(request('auto-2', 2), { tx: pool as never }).catch((e) => e);
+      expect([isInvalidArgument(pooled), pooled.message]).toEqual([
+        true,
+        expect.stringMatching(/not a pool$/),
+      ]);
+    } finally {
+      await pool.end();
+    }
+    expect(await sluice.get({ tenant: 'North', id: 'auto-1' })).toBeUndefined();
+    expect(await sluice.get({ tenant: 'North', id: 'auto-2' })).toBeUndefined();
+    expect(await store.queueStats()).toEqual([]);
+    // The same client, once it has begun a transaction, is taken.
+    await app.query('BEGIN');
+    expect((await sluice.submit(request('auto-1', 1), { tx: app })).created).toBe(true);
+    await app.query('COMMIT');
     expect((await sluice.get({ tenant: 'North', id: 'auto-1' }))?.state).toBe('queued');
-    // …and a ROLLBACK afterwards has nothing to undo.
-    await app.query('ROLLBACK');
-    expect((await sluice.get({ tenant: 'North', id: 'auto-1' }))?.state).toBe('queued');
-    sluice.worker().start();
-    expect((await sluice.wait({ tenant: 'North', id: 'auto-1' }, { timeoutMs: 20_000 })).state).toBe(
-      'succeeded',
-    );
   });
 
   it('refuses a transaction that already failed, and one that is no client: nothing is stored', async () => {
@@ -317,7 +331,7 @@ describe('transactional submit (PostgreSQL, engine level)', () => {
     expect(refused.retryable).toBe(false);
     await app.query('ROLLBACK');
 
-    const notAClient = await sluice.submit(request('bad-2', 2), { tx: {} }).catch((e) => e);
+    const notAClient = await sluice.submit(request('bad-2', 2), { tx: {} as never }).catch((e) => e);
     expect(isInvalidArgument(notAClient)).toBe(true);
 
     expect(await sluice.get({ tenant: 'North', id: 'bad-1' })).toBeUndefined();

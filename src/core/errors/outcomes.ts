@@ -82,6 +82,12 @@ function outcomeOf(value: unknown): string | undefined {
   }
 }
 
+/**
+ * Throw it from a handler or an effect's `call` for a failure that the same input will always
+ * meet (a validation error, a provider's 4xx): never retried, the operation ends `failed`. Give
+ * it a `code` of your own (`card-declined`) for clients to act on; an effect that committed
+ * before stays committed.
+ */
 export class Permanent extends Outcome {
   constructor(message: string, options: OutcomeOptions = {}) {
     super('permanent-failure', message, false, options);
@@ -106,6 +112,11 @@ export const isResultRefused = (e: unknown): e is ResultRefused => {
   }
 };
 
+/**
+ * Throw it for a failure that may pass (a 503, a connection refused before anything was sent):
+ * the operation is retried after a full-jitter back-off (`retryAfterMs` asks for a wait of at
+ * least that), within its attempts, deadline and the retry budget.
+ */
 export class Retryable extends Outcome {
   constructor(message: string, options: OutcomeOptions = {}) {
     super('retryable-failure', message, true, options);
@@ -114,6 +125,12 @@ export class Retryable extends Outcome {
 }
 export const isRetryable = (e: unknown): e is Retryable => outcomeOf(e) === 'retryable';
 
+/**
+ * Throw it from an effect's `call` when the request may have reached the provider without an
+ * answer (a timeout after sending, a reset): the effect stays `pending` and is looked up, or sent
+ * again under the same key, within the provider's retention; past it, unless `lookup` answers,
+ * the operation waits in `needs_reconciliation`. Never a blind resend.
+ */
 export class Ambiguous extends Outcome {
   constructor(message: string, options: OutcomeOptions = {}) {
     super('ambiguous-outcome', message, true, options);
@@ -122,6 +139,11 @@ export class Ambiguous extends Outcome {
 }
 export const isAmbiguous = (e: unknown): e is Ambiguous => outcomeOf(e) === 'ambiguous';
 
+/**
+ * Throw it from an effect's `call` when the provider says the key was used with other parameters
+ * (Stripe's `idempotency_error`): the operation ends `dead` (`effect-key-conflict`) for a person
+ * to look at, since sending again cannot succeed and another key could charge twice.
+ */
 export class EffectConflict extends SluiceError {
   constructor(message: string, options: { cause?: unknown } = {}) {
     super('effect-key-conflict', message, { cause: options.cause });

@@ -93,6 +93,17 @@ const OPTION_KEYS = [
   'listenUrl',
 ] as const satisfies ReadonlyArray<keyof PostgresOptions>;
 
+/**
+ * The PostgreSQL store: any number of API and worker processes on any number of hosts share one
+ * database, in a schema of their own (`sluice` by default). Commits wait for the WAL flush
+ * (`synchronous_commit` on). Run `sluice.migrate()` (or `sluice migrate`) before the first use;
+ * docs/operations.md has the roles, poolers and server settings.
+ *
+ * @example
+ * ```ts
+ * const sluice = new Sluice({ store: postgresStore({ connectionString: process.env.DATABASE_URL }) });
+ * ```
+ */
 export function postgresStore(options: PostgresOptions): PostgresStore {
   // Before the pool is made: a misspelt key (`poolsize`, `durableCommit`) was its default.
   knownKeys('postgresStore options', options, OPTION_KEYS);

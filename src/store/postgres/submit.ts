@@ -19,6 +19,7 @@ import { InvalidArgument } from '../../core/errors/index.js';
 import { createdRow } from '../created-row.js';
 import type { SubmitOutcome, SubmitParams } from '../types.js';
 import type { PgContext, Query } from './connection.js';
+import { pgDriver } from './driver.js';
 import { ms, num, type PgRow, toOperationRow } from './rows.js';
 
 // A created operation comes back as its key and times only (store/created-row.ts builds the rest
@@ -45,6 +46,29 @@ export interface SubmitOptions {
   tx?: unknown;
 }
 
+const NOT_A_TRANSACTION = 'tx must be a pg client (PoolClient or Client) inside an open transaction';
+
+/**
+ * Refuses a `tx` that cannot be the caller's transaction. A pool has `query()` too, but each call
+ * runs on whichever connection is free, in a transaction of its own; a client that has not begun
+ * one commits the submit at once. Either way the operation would be accepted whatever the
+ * caller's transaction then did, the one thing a transactional submit promises it is not. pg
+ * keeps the server's last transaction status on the client (`I` idle, `T` in a transaction, `E`
+ * in a failed one): read where this version of pg has it, and a client without it is taken on
+ * trust (the server refuses a failed transaction itself).
+ */
+function checkTransaction(client: pg.ClientBase): void {
+  // A pool of another copy of pg (the application's own install) is caught by its counters.
+  const pool =
+    client instanceof pgDriver().Pool || typeof (client as { totalCount?: unknown }).totalCount === 'number';
+  if (typeof (client as { query?: unknown }).query !== 'function' || pool)
+    throw new InvalidArgument(`${NOT_A_TRANSACTION}, not ${pool ? 'a pool' : 'that'}`);
+  if ((client as { _txStatus?: unknown })._txStatus === 'I')
+    throw new InvalidArgument(
+      `${NOT_A_TRANSACTION}: this client has not begun one (BEGIN), so the submit would commit on its own`,
+    );
+}
+
 /** Accepts a batch: one outcome per item, in order (see the module header). */
 export async function submitMany(
   ctx: PgContext,
@@ -54,9 +78,7 @@ export async function submitMany(
   if (items.length === 0) return [];
   const one = items.length === 1;
   const client = options.client ?? (options.tx as pg.ClientBase | undefined);
-  if (client !== undefined && typeof (client as { query?: unknown }).query !== 'function') {
-    throw new InvalidArgument('tx must be a pg client (PoolClient or Client) inside an open transaction');
-  }
+  if (client !== undefined) checkTransaction(client);
   // Arrays of the items' fields for the batch function, the fields themselves for a single item.
   const field = <T>(get: (i: SubmitParams) => T): T | T[] => (one ? get(items[0]!) : items.map(get));
   const values = [

@@ -85,6 +85,16 @@ const OPTION_KEYS = [
   'watch',
 ] as const satisfies ReadonlyArray<keyof SqliteOptions>;
 
+/**
+ * The embedded store: one SQLite file in WAL mode, `synchronous = FULL` by default (an accepted
+ * operation survives power loss), shared by the processes of one machine. Run `sluice.migrate()`
+ * (or `sluice migrate`) before the first use.
+ *
+ * @example
+ * ```ts
+ * const sluice = new Sluice({ store: sqliteStore({ path: './data/sluice.db' }) });
+ * ```
+ */
 export function sqliteStore(options: SqliteOptions): SqliteStore {
   // Before the file is opened: a misspelt key (`watchh`) was its default without a word, and a
   // path that is not a string failed inside the driver with a TypeError.
