@@ -72,6 +72,14 @@ export class PeriodicTask {
     return this.running;
   }
 
+  /**
+   * Another call reached the store: a back-off taken while it was down ends, and the task runs at
+   * its next tick. Without it, expired leases waited up to 63 ticks (5 min) after an outage.
+   */
+  storeAnswered(): void {
+    if (this.failures > 0) this.skip = 0;
+  }
+
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;

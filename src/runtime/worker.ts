@@ -99,6 +99,15 @@ export interface WorkerOptions {
 /** How long a stopping worker keeps trying to write the ends of the attempts it interrupted. */
 const END_WRITE_GRACE_MS = 5000;
 
+/**
+ * How long a running worker keeps trying to write an attempt's end while the store does not
+ * answer: past the lease, since an end is taken as long as no rescue has moved the operation
+ * (the fence is the epoch, not the expiry), and one written after an outage spares the operation
+ * the lease expiry the rescue would count against it. Bounded, so that an end the store keeps
+ * refusing gives its slot back.
+ */
+const END_RETRY_MS = 10 * 60_000;
+
 /** Whether `promise` settled by `deadline` (performance.now()); it is not waited for after. */
 async function settledBy(promise: Promise<unknown>, deadline: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
@@ -191,6 +200,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly shard = Math.floor(Math.random() * 16);
   private readonly slots: Map<string, number>;
   private readonly activeByClass = new Map<string, number>();
+  /** Slots of attempts left to expire, kept taken until their leases cannot be this worker's. */
+  private readonly heldByClass = new Map<string, number>();
+  private readonly holds = new Set<NodeJS.Timeout>();
   /** The operations this worker is running, by `operationKey`: from launch to the attempt's settling. */
   private readonly runningKeys = new Set<string>();
   /**
@@ -433,6 +445,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
     await this.heartbeat.stop();
     await settledBy(Promise.all(this.tasks.map((t) => t.stop())), writesBy);
     this.dueWakes.stop();
+    // No claim follows a stop: the slots held for leases left to expire need no freeing.
+    for (const timer of this.holds) clearTimeout(timer);
+    this.holds.clear();
     await settledBy(
       this.unsubscribe.then((off) => off?.()),
       writesBy,
@@ -483,6 +498,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
     return this.activeByClass.get(cls) ?? 0;
   }
 
+  /** Slots not free: attempts running, and those held for leases left to expire (holdSlot). */
+  private taken(cls: string): number {
+    return this.active(cls) + (this.heldByClass.get(cls) ?? 0);
+  }
+
   private claimParams(cls: string, limit: number): ClaimParams {
     return {
       class: cls,
@@ -497,10 +517,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   private channel(cls: string, slots: number): ClassChannel {
     return new ClassChannel(this.env.store, {
-      room: (ending) => (this.state === 'running' ? slots - this.active(cls) + ending : 0),
+      room: (ending) => (this.state === 'running' ? slots - this.taken(cls) + ending : 0),
       refill: (ends) => !this.announced || this.slotBound.get(cls) === true || ends.some((e) => e.capped),
       claimParams: (limit) => this.claimParams(cls, limit),
       launch: (result, limit, asked, sentAt) => {
+        // The store answers: a rescue backed off through an outage runs at its next tick.
+        for (const task of this.tasks) task.storeAnswered();
         this.slotBound.set(cls, result.rows.length >= limit);
         for (const row of result.rows)
           this.launch(cls, row, result.now, result.capped?.has(row.tenant) ?? false, sentAt);
@@ -528,8 +550,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     // before the next, doubled while it keeps happening (a lock lasts one transaction).
     let contendedMs = 0;
     while (this.state === 'running') {
-      const free = slots - this.active(cls);
-      if (free <= 0) {
+      if (slots - this.taken(cls) <= 0) {
         await this.env.wakeup.wait(cls, this.pollIntervalMs, false);
         this.env.wakeup.consume(cls);
         continue;
@@ -579,6 +600,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const started = performance.now();
     // Whether the end's write also claimed for this slot: then the slot needs no wake-up.
     let refilled = false;
+    // Whether the attempt ended without its end written, its lease perhaps still held.
+    let left = false;
     const run = runAttempt(
       {
         store: this.env.store,
@@ -609,6 +632,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     )
       .then((report) => {
         if (report.outcome !== 'written') this.leftToExpire(row);
+        left = report.outcome === 'abandoned';
         this.env.onSettled(
           row,
           report,
@@ -629,6 +653,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         // lease is left to expire, which counts it, never given back for free as a lost claim's.
         if (this.state === 'stopping') this.unwritten++;
         this.leftToExpire(row);
+        left = true;
         // Read once, guarded: a value that throws when read (a Proxy a handler threw, and a bug let
         // through) would turn this handler into an unhandled rejection, and Node would exit.
         const error = readThrown(thrown, 'the attempt runner');
@@ -646,10 +671,37 @@ export class Worker extends EventEmitter<WorkerEvents> {
         this.activeByClass.set(cls, this.active(cls) - 1);
         this.runningKeys.delete(key);
         this.inflight.delete(run);
-        if (!refilled && (!this.announced || capped || this.slotBound.get(cls))) this.env.wakeup.notify(cls);
+        if (left) this.holdSlot(cls, capped);
+        else if (!refilled) this.slotFreed(cls, capped);
         if (this.inflight.size === 0) this.emit('idle');
       });
     this.inflight.add(run);
+  }
+
+  private slotFreed(cls: string, capped: boolean): void {
+    if (!this.announced || capped || this.slotBound.get(cls)) this.env.wakeup.notify(cls);
+  }
+
+  /**
+   * Keeps the slot of an attempt left to expire taken until its lease cannot be this worker's: a
+   * lease's length, then a rescue that moves it if it has expired. The heartbeat gives an attempt
+   * up when it cannot prove the lease (a claim answered late, a stalled event loop), while the
+   * store may still hold it; a slot freed at once was claimed for again, and the worker held more
+   * leases than slots (measured under load: 6 for 3 slots, until the rescue).
+   */
+  private holdSlot(cls: string, capped: boolean): void {
+    this.heldByClass.set(cls, (this.heldByClass.get(cls) ?? 0) + 1);
+    const timer = setTimeout(() => {
+      void this.rescueNow()
+        .catch(() => {})
+        .finally(() => {
+          this.holds.delete(timer);
+          this.heldByClass.set(cls, (this.heldByClass.get(cls) ?? 1) - 1);
+          this.slotFreed(cls, capped);
+        });
+    }, this.leaseMs);
+    timer.unref();
+    this.holds.add(timer);
   }
 
   /** An attempt that ran here ends without its end written: its lease is never a lost claim's. */
@@ -660,12 +712,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   /**
-   * Writes the end of an attempt. While the store is unreachable it keeps trying for as long as
-   * the lease may still be valid; after that the write would be refused anyway (fencing), the
-   * lease expires and the operation is redelivered — with its effects journaled, at no risk.
+   * Writes the end of an attempt. While the store is unreachable it keeps trying, past the lease
+   * (END_RETRY_MS): once the store answers, the end is taken unless a rescue moved the operation
+   * meanwhile, which the fence then reports. Given up (or at a stop, after END_WRITE_GRACE_MS),
+   * the lease expires and the operation is redelivered — with its effects journaled, at no risk.
    */
   private async finish(cls: string, params: FinishParams, capped: boolean): Promise<EndWritten> {
-    const giveUpAt = performance.now() + this.leaseMs;
+    const giveUpAt = performance.now() + Math.max(this.leaseMs, END_RETRY_MS);
     for (let i = 0; ; i++) {
       try {
         return await this.channels.get(cls)!.finish(params, capped);

@@ -10,6 +10,7 @@ import { afterEach, describe, expect, it, onTestFinished, vi } from 'vitest';
 import { z } from 'zod';
 import { isLeaseLost, StoreError, sqliteStore } from '../../src/index.js';
 import type { Store } from '../../src/store/store.js';
+import type { ClaimParams, FinishParams } from '../../src/store/types.js';
 import { type Harness, harness } from '../helpers/engine.js';
 import { Gate } from '../helpers/gate.js';
 
@@ -230,5 +231,121 @@ describe('an attempt past what it can prove', () => {
     expect(runs).toEqual([1]);
     expect(full?.attempts?.map((a) => a.outcome)).not.toContain('released');
     expect(done.state).toBe('dead');
+  });
+
+  it('writes an end the store could not take once it answers, past the lease: no expiry counted', async () => {
+    // An outage begins as the handler returns, and lasts past the lease: its end cannot be
+    // written, nor its lease extended. No rescuer runs here, so nothing else moves the operation;
+    // once the store answers, the end is taken (the fence is the epoch) on the attempt it ran.
+    let outage = false;
+    let refusedAfterExpiry = 0;
+    let expiresAt = Number.POSITIVE_INFINITY;
+    const failing = new Set(['leaseExtendMany', 'attemptFinishAndClaim', 'attemptFinishMany']);
+    const wrap = (store: Store): Store =>
+      new Proxy(store, {
+        get(target, property, receiver) {
+          const real = Reflect.get(target, property, receiver);
+          if (typeof real !== 'function') return real;
+          return (...args: unknown[]) => {
+            if (outage && failing.has(String(property))) {
+              if (String(property) !== 'leaseExtendMany' && Date.now() > expiresAt) refusedAfterExpiry++;
+              return Promise.reject(new StoreError('unavailable', 'the disk is full'));
+            }
+            return real.apply(target, args);
+          };
+        },
+      });
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-test-'));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    h = await harness({ dir, store: wrap(sqliteStore({ path: join(dir, 'sluice.db') })) });
+    h.sluice.define('job', {
+      input: z.object({}),
+      run: async () => {
+        outage = true;
+        return 'done';
+      },
+    });
+    h.worker({ leaseMs: 600, heartbeatMs: 200, rescueIntervalMs: false }).start();
+    await h.sluice.submit({ tenant: 'North', id: 'A', kind: 'job', input: {} });
+    await vi.waitFor(() => expect(outage).toBe(true), { timeout: 10_000 });
+    const leased = await h.store.operationGet({ tenant: 'North', id: 'A' });
+    expect(leased?.state).toBe('running');
+    expiresAt = leased!.leaseExpiresAt!;
+    // The end is still being tried once the lease has run out (the store's clock is this host's).
+    await vi.waitFor(() => expect(refusedAfterExpiry).toBeGreaterThan(0), { timeout: 20_000, interval: 50 });
+    outage = false;
+    const done = await h.sluice.wait({ tenant: 'North', id: 'A' }, { timeoutMs: 20_000 });
+    const full = await h.sluice.get({ tenant: 'North', id: 'A' }, { include: ['attempts'] });
+    expect([done.state, done.result, done.attempt]).toEqual(['succeeded', 'done', 1]);
+    expect(full?.attempts?.map((a) => a.outcome)).toEqual(['succeeded']);
+    expect((await h.store.operationGet({ tenant: 'North', id: 'A' }))?.leaseExpiries).toBe(0);
+  });
+
+  it('holds the slot of an attempt it gave up until its lease cannot be its own: never more leases than slots', async () => {
+    // A claim answered late (a cold process, a starved event loop): the heartbeat cannot prove
+    // the leases within its bound, counted from when the claim was sent, and gives the attempts
+    // up while the store still holds their leases. Their slots must not be claimed for again.
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-test-'));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    const real = sqliteStore({ path: join(dir, 'sluice.db') });
+    let held = false;
+    const late = async <T extends { rows?: unknown[]; claim?: { rows: unknown[] } }>(answer: Promise<T>) => {
+      const r = await answer;
+      if (!held && (r.rows ?? r.claim?.rows ?? []).length > 0) {
+        held = true;
+        // Past the heartbeat's bound for a lease of 800 ms (two beats of 267 ms): 533 ms.
+        await new Promise((resolve) => setTimeout(resolve, 700));
+      }
+      return r;
+    };
+    const store = new Proxy(real, {
+      get(target, property, receiver) {
+        const value = Reflect.get(target, property, receiver);
+        if (property === 'operationClaimMany') return (p: ClaimParams) => late(target.operationClaimMany(p));
+        if (property === 'attemptFinishAndClaim')
+          return (items: FinishParams[], p: ClaimParams) => late(target.attemptFinishAndClaim(items, p));
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    }) as Store;
+    h = await harness({ dir, store });
+    const gaveUp: string[] = [];
+    h.sluice.define('job', {
+      input: z.object({}),
+      run: (_i, ctx) =>
+        new Promise((resolve, reject) => {
+          const t = setTimeout(() => resolve('done'), 100);
+          ctx.signal.addEventListener('abort', () => {
+            clearTimeout(t);
+            reject(ctx.signal.reason);
+          });
+        }),
+    });
+    for (let n = 0; n < 6; n++)
+      await h.sluice.submit({ tenant: 'North', id: `J${n}`, kind: 'job', input: {} });
+    const worker = h.worker({ defaultSlots: 3, leaseMs: 800, pollIntervalMs: 20, rescueIntervalMs: 100 });
+    worker.on('attempt', (e) => {
+      if (e.report.outcome === 'abandoned') gaveUp.push(e.id);
+    });
+    worker.start();
+    let most = 0;
+    const done = Promise.all(
+      Array.from({ length: 6 }, (_, n) =>
+        h.sluice.wait({ tenant: 'North', id: `J${n}` }, { timeoutMs: 30_000 }),
+      ),
+    );
+    let settled = false;
+    void done.finally(() => {
+      settled = true;
+    });
+    while (!settled) {
+      const rows = await real.operationList({ state: 'running', limit: 100 });
+      most = Math.max(most, rows.filter((r) => r.leaseOwner === worker.id).length);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect((await done).map((o) => o.state)).toEqual(Array(6).fill('succeeded'));
+    // The late claim's attempts were given up (the case this is about), and the leases the worker
+    // held never outnumbered its slots.
+    expect(gaveUp.length).toBeGreaterThan(0);
+    expect(most).toBeLessThanOrEqual(3);
   });
 });

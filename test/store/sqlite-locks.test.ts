@@ -3,14 +3,24 @@
  * caller's own transaction, a file it may not write or that is not a database, a closed store, a
  * file reached through a symbolic link. Real files, real second connections (better-sqlite3).
  */
-import { existsSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdtempSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { isSluiceError } from '../../src/core/errors/index.js';
+import { isSluiceError, type StoreError } from '../../src/core/errors/index.js';
+import { classifySqliteError } from '../../src/store/sqlite/connection.js';
 import { sqliteStore, walPathOf } from '../../src/store/sqlite/index.js';
+import { submitParams } from '../conformance/fixtures.js';
 import { type Harness, harness } from '../helpers/engine.js';
 
 const dirs: string[] = [];
@@ -172,7 +182,54 @@ describe('the SQLite store on a file it cannot use', () => {
       error = e;
     }
     expect(isSluiceError(error) && [error.code, error.retryable]).toEqual(['store-unknown', false]);
+    expect((error as Error).message).toMatch(/\(the file is not a SQLite database\)$/);
   });
+
+  it('says a malformed database may be a disk that fails to read, before anyone restores a backup', () => {
+    // What SQLite raises for a page it could not read, as after an ext4 file system shut down on
+    // I/O errors: the file was whole once the disk was sound again.
+    const raised = Object.assign(new Error('database disk image is malformed'), { code: 'SQLITE_CORRUPT' });
+    const error = classifySqliteError(raised) as StoreError;
+    expect([error.code, error.retryable]).toEqual(['store-unknown', false]);
+    expect(error.message).toMatch(/the disk under it fails to read: look for I\/O errors/);
+    expect(error.message).toMatch(/integrity_check .* before restoring anything from a backup\)$/);
+  });
+
+  it.each(['deleted', 'replaced'] as const)(
+    'refuses every call once its file is %s under it: nothing more is taken that would be lost',
+    async (how) => {
+      const path = join(folder(), 'sluice.db');
+      const store = sqliteStore({ path });
+      open.push(store);
+      await store.migrate();
+      await store.operationSubmitMany([submitParams({ id: 'before' })]);
+      if (how === 'deleted') for (const f of [path, `${path}-wal`, `${path}-shm`]) rmSync(f, { force: true });
+      else {
+        // Another file at the path: a copy of it, as a restore or a re-provisioned volume would put there.
+        copyFileSync(path, `${path}.copy`);
+        renameSync(`${path}.copy`, path);
+      }
+      // The check runs once a second: wait for its verdict, read by a call.
+      await expect
+        .poll(
+          () =>
+            store.now().then(
+              () => 'answered',
+              (e: { code?: string }) => e.code,
+            ),
+          { timeout: 10_000 },
+        )
+        .toBe('store-unavailable');
+      const refused = await failure(store.operationSubmitMany([submitParams({ id: 'after' })]));
+      expect([refused.code, refused.retryable]).toEqual(['store-unavailable', true]);
+      expect(refused.message).toContain(
+        `was ${how === 'deleted' ? 'deleted' : 'replaced by another file'} while`,
+      );
+      await store.close();
+      // Nothing was written at the path since: closing leaves no file where the deleted one was.
+      if (how === 'deleted') expect(existsSync(path)).toBe(false);
+    },
+  );
 
   it('answers store-closed, not retryable, from every call on a closed store', async () => {
     const path = join(folder(), 'sluice.db');

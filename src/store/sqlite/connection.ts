@@ -83,6 +83,15 @@ const REASONS: Array<[RegExp, StoreErrorReason]> = [
   [/^SQLITE_INTERRUPT/, 'statement-timeout'],
 ];
 const NOT_A_DATABASE = /^SQLITE_(NOTADB|CORRUPT)/;
+/**
+ * SQLite reports a page it could not read as a malformed database too: a disk or file system that
+ * fails under it (EIO, an ext4 file system shut down on errors) reads as damage, and every call
+ * after the first I/O error says so, reads included, while the file itself is whole. Restoring a
+ * backup then would lose what was accepted since: look first.
+ */
+const DAMAGED =
+  'the file is damaged, or the disk under it fails to read: look for I/O errors in the system log and ' +
+  'run PRAGMA integrity_check on the file once the disk is sound, before restoring anything from a backup';
 /** The store's own statements naming what a migration makes: the file was never migrated, or not fully. */
 const NOT_MIGRATED = /^no such (table|column|function): /;
 
@@ -95,7 +104,7 @@ export function classifySqliteError(error: unknown): unknown {
     if (NOT_A_DATABASE.test(code))
       return new StoreError(
         'unknown',
-        `SQLite: ${message} (the file is not a SQLite database, or it is damaged: restore it from a backup)`,
+        `SQLite: ${message} (${code.startsWith('SQLITE_NOTADB') ? 'the file is not a SQLite database' : DAMAGED})`,
         { cause: error },
       );
     for (const [pattern, reason] of REASONS) {

@@ -9,7 +9,7 @@ import { realpathSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
 import { knownKeys } from '../../core/bounds.js';
 import { systemClock } from '../../core/clock.js';
-import { InvalidArgument } from '../../core/errors/index.js';
+import { InvalidArgument, StoreError } from '../../core/errors/index.js';
 import { storeClosed } from '../closed.js';
 import type { Store } from '../store.js';
 import type { LeaseRef, ListedOperation, ListParams, QueueStat } from '../types.js';
@@ -26,6 +26,7 @@ import {
   effectMarkMany,
   effectRecordSend,
 } from './effects.js';
+import { FileIdentity } from './file-identity.js';
 import { extendMany, finishMany } from './finish.js';
 import { listParams, listSql } from './list.js';
 import { purge, rescue } from './maintenance.js';
@@ -118,8 +119,12 @@ export function sqliteStore(options: SqliteOptions): SqliteStore {
   // Checked before every call, `now()` included: better-sqlite3's own refusal of a closed
   // database comes only from the calls that reach SQLite.
   let closed = false;
-  const resolve = <T>(fn: () => T): Promise<T> =>
-    closed ? Promise.reject(storeClosed('SQLite')) : busy.run(fn);
+  const identity = FileIdentity.watch(options.path);
+  const resolve = <T>(fn: () => T): Promise<T> => {
+    if (closed) return Promise.reject(storeClosed('SQLite'));
+    const lost = identity?.lost;
+    return lost ? Promise.reject(new StoreError('unavailable', lost)) : busy.run(fn);
+  };
   return {
     dialect: 'sqlite',
     context: ctx,
@@ -127,6 +132,7 @@ export function sqliteStore(options: SqliteOptions): SqliteStore {
     migrationStatus: () => resolve(() => ctx.read(() => migrationStatusSqlite(ctx))),
     close: () => {
       closed = true;
+      identity?.stop();
       return busy.run(() => void (ctx.db.open && ctx.db.close()));
     },
     now: () => resolve(() => ctx.clock.now()),
