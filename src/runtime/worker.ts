@@ -726,7 +726,15 @@ export class Worker extends EventEmitter<WorkerEvents> {
         const now = performance.now();
         if (!isStoreError(error) || !error.retryable || now >= Math.min(giveUpAt, this.endsGiveUpAt))
           throw error;
-        await new Promise((r) => setTimeout(r, Math.min(2000, 100 * 2 ** i)));
+        const retryInMs = Math.min(2000, 100 * 2 ** i);
+        // The first failure, then one a minute: its slot stays taken meanwhile, and a worker whose
+        // slots all wait for their ends claims nothing, so says nothing of claims failing.
+        if (i % 30 === 0)
+          this.log.warn(
+            { err: error, class: cls, operation: params.lease.id, failures: i + 1, retryInMs },
+            'could not write the end of an attempt; it is kept and tried again until the store answers',
+          );
+        await new Promise((r) => setTimeout(r, retryInMs));
       }
     }
   }
