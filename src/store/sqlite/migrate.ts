@@ -12,6 +12,8 @@ import { classifySqliteError, type SqliteContext } from './connection.js';
 
 const DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
 
+const causeCode = (error: unknown) => (error as { cause?: { code?: unknown } }).cause?.code;
+
 export function migrateSqlite(ctx: SqliteContext): void {
   const migrations = loadMigrations(DIR);
   try {
@@ -24,13 +26,23 @@ export function migrateSqlite(ctx: SqliteContext): void {
         ctx.db.exec('ALTER TABLE sluice_migrations ADD COLUMN breaking INTEGER NOT NULL DEFAULT 1');
       const status = readStatus(ctx, migrations.at(-1)?.version ?? 0);
       if (status.breakingAhead !== null) throw schemaNewerError(status);
+    });
+    try {
       // A write that changes nothing, so a file this process may not write is refused here, at a
       // service's start, even with nothing to apply: every submit would fail after it.
-      const version = ctx.db.pragma('user_version', { simple: true }) as number;
-      ctx.db.pragma(`user_version = ${version}`);
-    });
+      ctx.write(() => {
+        const version = ctx.db.pragma('user_version', { simple: true }) as number;
+        ctx.db.pragma(`user_version = ${version}`);
+      });
+    } catch (error) {
+      // A full disk refuses that write too, and is no reason to refuse to start: a process that
+      // starts answers reads and refuses writes (store-unavailable) until there is room, where one
+      // that does not start answers nothing, and its supervisor restarts it in a loop. What must be
+      // applied, below, still fails while the disk is full.
+      if (causeCode(error) !== 'SQLITE_FULL') throw error;
+    }
   } catch (error) {
-    if ((error as { cause?: { code?: unknown } }).cause?.code !== 'SQLITE_READONLY') throw error;
+    if (causeCode(error) !== 'SQLITE_READONLY') throw error;
     throw new StoreError(
       'unknown',
       `${(error as Error).message}: this process may not write the database file or its folder ` +
