@@ -137,7 +137,7 @@ const kindNameOf = (kind: unknown): string | undefined => {
 
 /**
  * A transaction of your own for a submit to join: a `pg` client (a `Client`, or a `PoolClient`
- * from `pool.connect()`, not the pool) after `BEGIN`, or a better-sqlite3 `Database` of your own
+ * from `pool.connect()`, not the pool) after `BEGIN` (awaited), or a better-sqlite3 `Database` of your own
  * after `BEGIN IMMEDIATE`. One that is not inside a transaction is refused (`invalid-argument`):
  * its submit would commit whatever the transaction you meant did.
  */

@@ -273,7 +273,7 @@ function commonProblems(route: RouteRecord): string[] {
   if (auth !== 'none') codes.push('unauthorized');
   if (auth === 'tenant' || auth === 'admin' || auth === 'any') codes.push('forbidden');
   // A tenant key's requests in progress are capped on every authenticated route (tenant-requests.ts).
-  if (auth === 'tenant' || auth === 'any') codes.push('tenant-too-many-requests');
+  if (auth === 'tenant' || auth === 'any' || auth === 'key') codes.push('tenant-too-many-requests');
   // Any POST's body is read and parsed, whether or not the route expects one.
   if (route.method === 'POST') {
     codes.push(
@@ -462,6 +462,7 @@ export function openApiDocument(options: OpenApiOptions): JsonSchema {
     if (auth === 'admin') op['x-sluice-auth'] = 'admin key';
     else if (auth === 'tenant') op['x-sluice-auth'] = 'tenant key';
     else if (auth === 'any') op['x-sluice-auth'] = 'tenant key, or admin key with ?tenant=';
+    else if (auth === 'key') op['x-sluice-auth'] = 'tenant key or admin key';
     op.responses = {
       ...successResponses(route, components),
       ...problemResponses([...commonProblems(route), ...(route.config.problems ?? [])]),

@@ -10,9 +10,9 @@ import { ApiError } from './problem.js';
 
 /**
  * `none`: public. `tenant`: a tenant key. `admin`: an admin key. `any`: either; an admin key
- * names the tenant it acts for with `?tenant=`.
+ * names the tenant it acts for with `?tenant=`. `key`: either, acting as itself (`GET /v1/me`).
  */
-export type AuthMode = 'none' | 'tenant' | 'admin' | 'any';
+export type AuthMode = 'none' | 'tenant' | 'admin' | 'any' | 'key';
 
 declare module 'fastify' {
   interface FastifyContextConfig {

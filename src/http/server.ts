@@ -301,7 +301,7 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
       throw new ApiError('forbidden', 'this route needs a tenant key');
     }
     // Any other mode than `any` asks for an admin key: a mode this hook does not know fails closed.
-    if (mode !== 'tenant' && mode !== 'any' && principal.kind !== 'admin') {
+    if (mode !== 'tenant' && mode !== 'any' && mode !== 'key' && principal.kind !== 'admin') {
       throw new ApiError('forbidden', 'this route needs an admin key');
     }
     request.principal = principal;

@@ -203,6 +203,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   /** Slots of attempts left to expire, kept taken until their leases cannot be this worker's. */
   private readonly heldByClass = new Map<string, number>();
   private readonly holds = new Set<NodeJS.Timeout>();
+  /** The rescue task, when this worker runs one (`rescueIntervalMs` not false). */
+  private rescuer: PeriodicTask | undefined;
   /** The operations this worker is running, by `operationKey`: from launch to the attempt's settling. */
   private readonly runningKeys = new Set<string>();
   /**
@@ -352,6 +354,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       );
       task.start();
       this.tasks.push(task);
+      this.rescuer = task;
       const store = this.env.store;
       if (store.countersFold) {
         // A task of its own: a fold that fails does not hold up the rescues.
@@ -671,7 +674,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         this.activeByClass.set(cls, this.active(cls) - 1);
         this.runningKeys.delete(key);
         this.inflight.delete(run);
-        if (left) this.holdSlot(cls, capped);
+        if (left) this.holdSlot(cls, row, capped);
         else if (!refilled) this.slotFreed(cls, capped);
         if (this.inflight.size === 0) this.emit('idle');
       });
@@ -689,19 +692,34 @@ export class Worker extends EventEmitter<WorkerEvents> {
    * store may still hold it; a slot freed at once was claimed for again, and the worker held more
    * leases than slots (measured under load: 6 for 3 slots, until the rescue).
    */
-  private holdSlot(cls: string, capped: boolean): void {
+  private holdSlot(cls: string, lease: LeaseRef, capped: boolean): void {
+    // A stopped worker claims nothing more: no slot to keep.
+    if (this.state !== 'running') return;
     this.heldByClass.set(cls, (this.heldByClass.get(cls) ?? 0) + 1);
-    const timer = setTimeout(() => {
-      void this.rescueNow()
-        .catch(() => {})
-        .finally(() => {
-          this.holds.delete(timer);
-          this.heldByClass.set(cls, (this.heldByClass.get(cls) ?? 1) - 1);
-          this.slotFreed(cls, capped);
-        });
-    }, this.leaseMs);
-    timer.unref();
-    this.holds.add(timer);
+    const free = () => {
+      this.heldByClass.set(cls, (this.heldByClass.get(cls) ?? 1) - 1);
+      this.slotFreed(cls, capped);
+    };
+    const arm = () => {
+      const timer = setTimeout(() => {
+        this.holds.delete(timer);
+        // The worker's own rescue task, which reports what it moves (events, metrics, the log) and
+        // runs once for every hold that ends meanwhile; none where the rescue is left to others.
+        void (this.rescuer?.run() ?? Promise.resolve())
+          .then(() => this.env.store.leasesHeld({ owner: this.id, class: cls }))
+          .then(
+            // A beat sent before the attempt was given up may have extended the lease after it:
+            // still held, the slot is kept another lease's length.
+            (held) =>
+              held.some((l) => leaseKey(l) === leaseKey(lease)) && this.state === 'running' ? arm() : free(),
+            // The store does not answer: a claim would not either.
+            () => free(),
+          );
+      }, this.leaseMs);
+      timer.unref();
+      this.holds.add(timer);
+    };
+    arm();
   }
 
   /** An attempt that ran here ends without its end written: its lease is never a lost claim's. */
@@ -731,7 +749,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
         // slots all wait for their ends claims nothing, so says nothing of claims failing.
         if (i % 30 === 0)
           this.log.warn(
-            { err: error, class: cls, operation: params.lease.id, failures: i + 1, retryInMs },
+            {
+              err: error,
+              class: cls,
+              tenant: params.lease.tenant,
+              operation: params.lease.id,
+              failures: i + 1,
+              retryInMs,
+            },
             'could not write the end of an attempt; it is kept and tried again until the store answers',
           );
         await new Promise((r) => setTimeout(r, retryInMs));

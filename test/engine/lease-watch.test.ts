@@ -326,6 +326,8 @@ describe('an attempt past what it can prove', () => {
     worker.on('attempt', (e) => {
       if (e.report.outcome === 'abandoned') gaveUp.push(e.id);
     });
+    const rescued: string[] = [];
+    h.sluice.events.on('rescued', (e) => rescued.push(e.id));
     worker.start();
     let most = 0;
     const done = Promise.all(
@@ -347,5 +349,7 @@ describe('an attempt past what it can prove', () => {
     // held never outnumbered its slots.
     expect(gaveUp.length).toBeGreaterThan(0);
     expect(most).toBeLessThanOrEqual(3);
+    // Each lease given up was rescued and reported so (events, hence the metrics and the log).
+    expect([...new Set(rescued)].sort()).toEqual([...new Set(gaveUp)].sort());
   });
 });

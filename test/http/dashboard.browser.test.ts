@@ -196,6 +196,37 @@ describe.skipIf(!hasChromium)(`the dashboard in Chromium (skipped when ${CHROMIU
     await page.close();
   });
 
+  it('shows nothing a read in flight brings back after the key signed out', async () => {
+    const page = await open();
+    // The queues' answer is held until the operator has signed out.
+    let release = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let asked = () => {};
+    const reached = new Promise<void>((resolve) => {
+      asked = resolve;
+    });
+    await page.route('**/v1/queues', async (route) => {
+      asked();
+      await held;
+      await route.continue();
+    });
+    await signIn(page, KEYS.admin);
+    await reached;
+    await page.locator('#sign-out').click();
+    await page.locator('#sign-in').waitFor({ state: 'visible' });
+    // The held read answers now: wait until its body has reached the page, then for a task of the
+    // page's after it (what the page does with a body it read happens before its next task).
+    const finished = page.waitForEvent('requestfinished', (r) => r.url().endsWith('/v1/queues'));
+    release();
+    await finished;
+    await page.evaluate(() => new Promise((resolve) => setTimeout(resolve, 0)));
+    expect(await page.locator('#view').textContent()).toBe('');
+    expect(await page.locator('#nav').isHidden()).toBe(true);
+    await page.close();
+  });
+
   it('requested nothing but its own server, and raised no error in the page', () => {
     expect(requests.length).toBeGreaterThan(10);
     expect(requests.filter((url) => !url.startsWith(`${base}/`))).toEqual([]);

@@ -297,7 +297,7 @@ describe('transactional submit (PostgreSQL, engine level)', () => {
     const idle = await sluice.submit(request('auto-1', 1), { tx: app }).catch((e) => e);
     expect([isInvalidArgument(idle), idle.message]).toEqual([
       true,
-      expect.stringMatching(/has not begun one \(BEGIN\)/),
+      expect.stringMatching(/has not begun one \(BEGIN, awaited\)/),
     ]);
     // A pool runs each query on whichever connection is free, each in a transaction of its own.
     const pool = new pg.Pool({ connectionString: db.url, max: 1 });

@@ -398,19 +398,30 @@ async function operationView(params) {
 
 const VIEWS = { '/': homeView, '/operations': operationsView, '/operation': operationView };
 
+/**
+ * The number of the latest render. A render overtaken by another (a new view, a new key) or by a
+ * sign-out shows nothing of what it read: its answers may belong to a key no longer signed in.
+ */
+let latest = 0;
+
 async function render() {
+  const mine = ++latest;
   showProblem(null);
   const view = $('view');
   if (!sessionStorage.getItem(KEY)) return signedOut();
   try {
-    me ??= await api('GET', '/v1/me');
+    const who = me ?? (await api('GET', '/v1/me'));
+    if (mine !== latest) return;
+    me = who;
     $('sign-in').hidden = true;
     $('nav').hidden = false;
     $('who').textContent = me.role === 'admin' ? 'admin key' : `tenant ${me.tenant}`;
     const { path, params } = hashRoute();
     const nodes = await (VIEWS[path] ?? homeView)(params);
+    if (mine !== latest) return;
     view.replaceChildren(...nodes.flat().filter(Boolean));
   } catch (error) {
+    if (mine !== latest) return;
     if (error instanceof ApiProblem && error.status === 401) return signedOut(error);
     view.replaceChildren();
     showProblem(error);
@@ -418,6 +429,7 @@ async function render() {
 }
 
 function signedOut(error) {
+  latest++;
   sessionStorage.removeItem(KEY);
   me = null;
   $('nav').hidden = true;

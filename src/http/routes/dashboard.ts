@@ -43,6 +43,7 @@ function pageHeaders(reply: FastifyReply, type: string): FastifyReply {
     .header('referrer-policy', 'no-referrer');
 }
 
+/** Registers the dashboard's files, public, each read once when the server is built. */
 export function dashboardRoutes(app: FastifyInstance): void {
   for (const { path, file, type } of FILES) {
     // Read once, when the server is built: a missing file fails the start, not a request.

@@ -15,12 +15,14 @@ import { meResponseSchema, noQuerySchema, queuesResponseSchema } from '../schema
  */
 export const QUEUES_SHOWN = 500;
 
+/** `GET /v1/queues`'s answer. */
 export interface QueuesOverview {
   classes: Array<{ class: string; waiting: number; running: number }>;
   queues: Array<{ class: string; tenant: string; waiting: number; running: number }>;
   queuesLeftOut: number;
 }
 
+/** The store's queue counters, every class and the busiest (class, tenant) pairs: two reads. */
 export async function queuesOverview(sluice: Sluice): Promise<QueuesOverview> {
   const [queues, classes] = await Promise.all([
     sluice.store.queueStats({ holdingWork: true }),
@@ -44,6 +46,7 @@ export async function queuesOverview(sluice: Sluice): Promise<QueuesOverview> {
   };
 }
 
+/** Registers `GET /v1/me` (any key) and `GET /v1/queues` (admin keys). */
 export function overviewRoutes(app: FastifyInstance, deps: { sluice: Sluice }): void {
   app.get(
     '/v1/me',
@@ -57,7 +60,7 @@ export function overviewRoutes(app: FastifyInstance, deps: { sluice: Sluice }): 
         querystring: noQuerySchema,
         response: { 200: { ...meResponseSchema, description: 'The key.' } },
       },
-      config: { auth: 'any' },
+      config: { auth: 'key' },
     },
     async (request) => {
       const principal = principalOf(request);

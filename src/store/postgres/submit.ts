@@ -52,10 +52,11 @@ const NOT_A_TRANSACTION = 'tx must be a pg client (PoolClient or Client) inside 
  * Refuses a `tx` that cannot be the caller's transaction. A pool has `query()` too, but each call
  * runs on whichever connection is free, in a transaction of its own; a client that has not begun
  * one commits the submit at once. Either way the operation would be accepted whatever the
- * caller's transaction then did, the one thing a transactional submit promises it is not. pg
- * keeps the server's last transaction status on the client (`I` idle, `T` in a transaction, `E`
- * in a failed one): read where this version of pg has it, and a client without it is taken on
- * trust (the server refuses a failed transaction itself).
+ * caller's transaction then did, the one thing a transactional submit promises it is not. A
+ * client's transaction status (`getTransactionStatus()`: `I` idle, `T` in a transaction, `E` in
+ * a failed one) is what the server said after its last answered query: a `BEGIN` sent and not
+ * yet awaited reads as idle (await it first). A client without the method (another driver's, a
+ * wrapper) is taken on trust; the server refuses a failed transaction itself.
  */
 function checkTransaction(client: pg.ClientBase): void {
   // A pool of another copy of pg (the application's own install) is caught by its counters.
@@ -63,9 +64,11 @@ function checkTransaction(client: pg.ClientBase): void {
     client instanceof pgDriver().Pool || typeof (client as { totalCount?: unknown }).totalCount === 'number';
   if (typeof (client as { query?: unknown }).query !== 'function' || pool)
     throw new InvalidArgument(`${NOT_A_TRANSACTION}, not ${pool ? 'a pool' : 'that'}`);
-  if ((client as { _txStatus?: unknown })._txStatus === 'I')
+  const status =
+    typeof client.getTransactionStatus === 'function' ? client.getTransactionStatus() : undefined;
+  if (status === 'I')
     throw new InvalidArgument(
-      `${NOT_A_TRANSACTION}: this client has not begun one (BEGIN), so the submit would commit on its own`,
+      `${NOT_A_TRANSACTION}: this client has not begun one (BEGIN, awaited), so the submit would commit on its own`,
     );
 }
 

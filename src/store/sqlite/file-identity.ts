@@ -14,6 +14,7 @@ import { resolve } from 'node:path';
 
 const CHECK_MS = 1000;
 
+/** The device and inode a store's path named when it was opened, checked once a second. */
 export class FileIdentity {
   private readonly path: string;
   private readonly dev: number;
@@ -59,7 +60,8 @@ export class FileIdentity {
     this.lostReason =
       `SQLite: the database file ${this.path} was ${now ? 'replaced by another file' : 'deleted'} while ` +
       'this process had it open: what the store writes now would be lost when the process exits, so it ' +
-      'takes nothing more. Put the file back (or restore it) and restart the process';
+      'takes nothing more. Before this process ends, copy the file it still has open out of ' +
+      `/proc/${process.pid}/fd/ (on Linux; its -wal beside it, if listed) to the path, then restart it`;
     clearInterval(this.timer);
     return this.lostReason;
   }
