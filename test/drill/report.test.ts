@@ -6,7 +6,6 @@
  * rendered in the real browser (screenshot, non-zero SVG boxes, no request leaving the page).
  *
  */
-import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -25,6 +24,7 @@ import {
 } from '../../src/drill/report/index.js';
 import { niceTicks } from '../../src/drill/report/scale.js';
 import type { DrillResult, Phase, Sample } from '../../src/drill/types.js';
+import { CHROMIUM, hasChromium, launchChromium, requireChromiumInCi } from '../helpers/chromium.js';
 import { zeroSample } from '../helpers/drill-sample.js';
 import { prng } from '../helpers/seeded.js';
 
@@ -708,34 +708,14 @@ describe('formatProgress', () => {
 // The page in a real browser. Debian's Chromium is not on a fresh machine unless the project
 // installs it (`apt-get install -y chromium`); without it this block is skipped, and says why.
 
-const CHROMIUM = '/usr/bin/chromium';
 /** The part of SVGGraphicsElement used here (the project's tsconfig has no DOM lib). */
 type Graphic = { getBBox(): { width: number; height: number } };
-const hasChromium = existsSync(CHROMIUM);
 
-// In CI (.ci/run installs it) a missing browser is a failure, never a silent skip.
-if (process.env.CI === 'true' && !hasChromium) {
-  throw new Error(`${CHROMIUM} is missing: .ci/run installs Debian's chromium for the report's browser test`);
-}
+requireChromiumInCi("the report's browser test");
 describe.skipIf(!hasChromium)(`report.html in Chromium (skipped when ${CHROMIUM} is not installed)`, () => {
   it('renders every chart at a non-zero size, draws every series, and requests nothing outside the page', async () => {
-    const { chromium } = await import('playwright-core');
     const dir = await mkdtemp(join(tmpdir(), 'sluice-report-browser-'));
-    const context = await chromium.launchPersistentContext(join(dir, 'profile'), {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-      viewport: { width: 1100, height: 900 },
-    });
+    const context = await launchChromium(dir, { width: 1100, height: 900 });
     try {
       const result = syntheticResult({ failCharge: true });
       const paths = await writeReport(result, join(dir, 'report'));

@@ -10,9 +10,9 @@ import { afterEach, describe, expect, it, onTestFinished, vi } from 'vitest';
 import { z } from 'zod';
 import { isLeaseLost, StoreError, sqliteStore } from '../../src/index.js';
 import type { Store } from '../../src/store/store.js';
-import type { ClaimParams, FinishParams } from '../../src/store/types.js';
 import { type Harness, harness } from '../helpers/engine.js';
 import { Gate } from '../helpers/gate.js';
+import { aroundStore } from '../helpers/store-around.js';
 
 const codeOf = (error: unknown) => (error as { code?: string }).code;
 
@@ -25,15 +25,10 @@ describe('an attempt past what it can prove', () => {
     // connection the network dropped without a reset.
     let hung = 0;
     const wrap = (store: Store): Store =>
-      new Proxy(store, {
-        get(target, property, receiver) {
-          if (property === 'leaseExtendMany')
-            return () => {
-              hung++;
-              return new Promise(() => {});
-            };
-          return Reflect.get(target, property, receiver);
-        },
+      aroundStore(store, (method, call) => {
+        if (method !== 'leaseExtendMany') return call();
+        hung++;
+        return new Promise(() => {});
       });
     const dir = mkdtempSync(join(tmpdir(), 'sluice-test-'));
     onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
@@ -61,15 +56,11 @@ describe('an attempt past what it can prove', () => {
   it('a stop gives up writing ends the store will not take after a few seconds, not a lease, and says so', async () => {
     // The store refuses every end (unreachable, retryable), as a database gone mid-shutdown does.
     const wrap = (store: Store): Store =>
-      new Proxy(store, {
-        get(target, property, receiver) {
-          if (property === 'attemptFinishMany' || property === 'attemptFinishAndClaim')
-            return async () => {
-              throw new StoreError('unavailable', 'the database is gone');
-            };
-          return Reflect.get(target, property, receiver);
-        },
-      });
+      aroundStore(store, (method, call) =>
+        method === 'attemptFinishMany' || method === 'attemptFinishAndClaim'
+          ? Promise.reject(new StoreError('unavailable', 'the database is gone'))
+          : call(),
+      );
     const dir = mkdtempSync(join(tmpdir(), 'sluice-test-'));
     onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
     h = await harness({ dir, store: wrap(sqliteStore({ path: join(dir, 'sluice.db') })) });
@@ -91,13 +82,7 @@ describe('an attempt past what it can prove', () => {
     // without a reset, which answers only when the kernel gives up (a quarter of an hour).
     let silent = false;
     const wrap = (store: Store): Store =>
-      new Proxy(store, {
-        get(target, property, receiver) {
-          const real = Reflect.get(target, property, receiver);
-          if (typeof real !== 'function') return real;
-          return (...args: unknown[]) => (silent ? new Promise(() => {}) : real.apply(target, args));
-        },
-      });
+      aroundStore(store, (_method, call) => (silent ? new Promise(() => {}) : call()));
     const dir = mkdtempSync(join(tmpdir(), 'sluice-test-'));
     onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
     const store = sqliteStore({ path: join(dir, 'sluice.db') });
@@ -175,21 +160,15 @@ describe('an attempt past what it can prove', () => {
     let claimsFailed = 0;
     const failing = new Set(['leaseExtendMany', 'attemptFinishAndClaim', 'attemptFinishMany']);
     const wrap = (store: Store): Store =>
-      new Proxy(store, {
-        get(target, property, receiver) {
-          const real = Reflect.get(target, property, receiver);
-          if (typeof real !== 'function') return real;
-          return (...args: unknown[]) => {
-            if (property === 'operationClaimMany' && failClaim) {
-              failClaim = false;
-              claimsFailed++;
-              return Promise.reject(new StoreError('unavailable', 'the store went away'));
-            }
-            if (outage && failing.has(String(property)))
-              return Promise.reject(new StoreError('unavailable', 'the store went away'));
-            return real.apply(target, args);
-          };
-        },
+      aroundStore(store, (method, call) => {
+        if (method === 'operationClaimMany' && failClaim) {
+          failClaim = false;
+          claimsFailed++;
+          return Promise.reject(new StoreError('unavailable', 'the store went away'));
+        }
+        if (outage && failing.has(method))
+          return Promise.reject(new StoreError('unavailable', 'the store went away'));
+        return call();
       });
     const dir = mkdtempSync(join(tmpdir(), 'sluice-test-'));
     onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
@@ -242,18 +221,10 @@ describe('an attempt past what it can prove', () => {
     let expiresAt = Number.POSITIVE_INFINITY;
     const failing = new Set(['leaseExtendMany', 'attemptFinishAndClaim', 'attemptFinishMany']);
     const wrap = (store: Store): Store =>
-      new Proxy(store, {
-        get(target, property, receiver) {
-          const real = Reflect.get(target, property, receiver);
-          if (typeof real !== 'function') return real;
-          return (...args: unknown[]) => {
-            if (outage && failing.has(String(property))) {
-              if (String(property) !== 'leaseExtendMany' && Date.now() > expiresAt) refusedAfterExpiry++;
-              return Promise.reject(new StoreError('unavailable', 'the disk is full'));
-            }
-            return real.apply(target, args);
-          };
-        },
+      aroundStore(store, (method, call) => {
+        if (!outage || !failing.has(method)) return call();
+        if (method !== 'leaseExtendMany' && Date.now() > expiresAt) refusedAfterExpiry++;
+        return Promise.reject(new StoreError('unavailable', 'the disk is full'));
       });
     const dir = mkdtempSync(join(tmpdir(), 'sluice-test-'));
     onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
@@ -298,15 +269,11 @@ describe('an attempt past what it can prove', () => {
       }
       return r;
     };
-    const store = new Proxy(real, {
-      get(target, property, receiver) {
-        const value = Reflect.get(target, property, receiver);
-        if (property === 'operationClaimMany') return (p: ClaimParams) => late(target.operationClaimMany(p));
-        if (property === 'attemptFinishAndClaim')
-          return (items: FinishParams[], p: ClaimParams) => late(target.attemptFinishAndClaim(items, p));
-        return typeof value === 'function' ? value.bind(target) : value;
-      },
-    }) as Store;
+    const store = aroundStore(real, (method, call) =>
+      method === 'operationClaimMany' || method === 'attemptFinishAndClaim'
+        ? late(call() as Promise<{ rows?: unknown[]; claim?: { rows: unknown[] } }>)
+        : call(),
+    );
     h = await harness({ dir, store });
     const gaveUp: string[] = [];
     h.sluice.define('job', {
@@ -350,6 +317,7 @@ describe('an attempt past what it can prove', () => {
     expect(gaveUp.length).toBeGreaterThan(0);
     expect(most).toBeLessThanOrEqual(3);
     // Each lease given up was rescued and reported so (events, hence the metrics and the log).
-    expect([...new Set(rescued)].sort()).toEqual([...new Set(gaveUp)].sort());
+    // (Under load a lease may also run out under an attempt not yet given up, and be rescued too.)
+    expect(gaveUp.filter((id) => !rescued.includes(id))).toEqual([]);
   });
 });

@@ -6,7 +6,6 @@
  * on the page, and the page requests nothing but its own server. In CI (.ci/run installs the
  * browser) a missing Chromium is a failure; elsewhere the block is skipped, and says why.
  */
-import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,15 +13,10 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { Retryable } from '../../src/core/errors/index.js';
+import { CHROMIUM, hasChromium, launchChromium, requireChromiumInCi } from '../helpers/chromium.js';
 import { KEYS, type Rig, rig } from './rig.js';
 
-const CHROMIUM = '/usr/bin/chromium';
-const hasChromium = existsSync(CHROMIUM);
-if (process.env.CI === 'true' && !hasChromium) {
-  throw new Error(
-    `${CHROMIUM} is missing: .ci/run installs Debian's chromium for the dashboard's browser test`,
-  );
-}
+requireChromiumInCi("the dashboard's browser test");
 
 /** What the page's globals are read for (the project's tsconfig has no DOM lib). */
 type Browser = { sessionStorage: { length: number }; __pwned?: number };
@@ -78,20 +72,8 @@ describe.skipIf(!hasChromium)(`the dashboard in Chromium (skipped when ${CHROMIU
       delayMs: 600_000,
     });
 
-    const { chromium } = await import('playwright-core');
     dir = await mkdtemp(join(tmpdir(), 'sluice-dashboard-browser-'));
-    context = await chromium.launchPersistentContext(join(dir, 'profile'), {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--no-first-run',
-        '--disable-background-networking',
-      ],
-      viewport: { width: 1200, height: 900 },
-    });
+    context = await launchChromium(dir, { width: 1200, height: 900 });
   }, 60_000);
 
   afterAll(async () => {
