@@ -85,7 +85,12 @@ describe('sluice drill', () => {
   it.each(['sqlite', 'postgres'] as const)(
     'a 40 s drill on %s passes every invariant',
     async (store) => {
-      const args = ['--duration', '40s', '--workers', '3'];
+      // The suite runs two test files at once on the machine's two cores, and the other file's
+      // load lands in North's latencies: under it, the p95 under pressure reached 416–438 ms
+      // against baselines of 83–108 ms, with no attempt given up and nothing starved, past the
+      // default 400 ms floor. What the objective is for, North queued behind Bulk's flood of
+      // exports (each holds a slot 0.3–1.2 s), costs seconds; `sluice drill` keeps its 400 ms.
+      const args = ['--duration', '40s', '--workers', '3', '--latency-floor', '1s'];
       if (store === 'postgres') {
         pg = await startPostgres();
         args.push('--db', pg.url);
