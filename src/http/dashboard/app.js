@@ -133,11 +133,7 @@ async function homeView() {
   );
   return [
     el('h2', {}, 'Classes'),
-    table(
-      ['class', 'waiting', 'running'],
-      q.classes.map((c) => el('tr', {}, el('td', {}, c.class), num(c.waiting), num(c.running))),
-      'No class yet.',
-    ),
+    classTable(q.classes, 'No class yet.'),
     el('h2', {}, 'Tenants holding work'),
     table(
       ['class', 'tenant', 'waiting', 'running'],
@@ -159,13 +155,19 @@ async function homeView() {
   ];
 }
 
+/** Waiting and running per class: the queues' counters, every tenant's or one tenant's. */
+function classTable(classes, empty) {
+  return table(
+    ['class', 'waiting', 'running'],
+    classes.map((c) => el('tr', {}, el('td', {}, c.class), num(c.waiting), num(c.running))),
+    empty,
+  );
+}
+
 function usageBlocks(usage) {
   return [
     el('h3', {}, 'Queues'),
-    table(
-      ['class', 'waiting', 'running'],
-      usage.classes.map((c) => el('tr', {}, el('td', {}, c.class), num(c.waiting), num(c.running))),
-    ),
+    classTable(usage.classes),
     el('h3', {}, 'Spend this window'),
     table(
       ['provider', 'committed', 'reserved', 'window ends'],
