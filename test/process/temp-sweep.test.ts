@@ -7,7 +7,7 @@
  */
 import { existsSync, readdirSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { processAlive } from '../helpers/process-alive.js';
 import { processRig, type Rig } from '../helpers/process-rig.js';
@@ -82,8 +82,9 @@ describe('temporary folders after SIGKILL + restart', () => {
     expect(alive(pid)).toBe(true);
 
     // The next worker's start-up sweep kills the recorded group before it claims anything.
+    // SIGKILL is delivered, not done, when kill() returns: the group dies shortly after.
     await rig.start('w2', { env });
-    expect(alive(pid)).toBe(false);
+    await vi.waitFor(() => expect(alive(pid)).toBe(false), { timeout: 10_000, interval: 20 });
     expect((await rig.h.sluice.wait({ tenant: 'North', id: 'X1' }, { timeoutMs: 20_000 })).state).toBe(
       'succeeded',
     );

@@ -61,10 +61,17 @@ describe.skipIf(process.platform !== 'linux')("the temp root's sweep", () => {
     expect(alive(pgid)).toBe(true);
   });
 
-  it("kills the group its own user's file names", () => {
+  it("kills the group its own user's file names", async () => {
     root = mkdtempSync(join(tmpdir(), 'sluice-sweep-'));
     const pgid = plant();
+    const child = children.at(-1)!;
+    const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+      child.once('exit', (_code, signal) => resolve(signal)),
+    );
     expect(new TempDirs(root).sweepOrphans()).toBe(1);
+    // SIGKILL is delivered, not done, when kill() returns: a loaded machine runs the sweep's
+    // check before the child has died. Its exit, with the signal that ended it, is the proof.
+    expect(await exited).toBe('SIGKILL');
     expect(alive(pgid)).toBe(false);
   });
 
