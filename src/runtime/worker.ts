@@ -208,6 +208,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
   /** The operations this worker is running, by `operationKey`: from launch to the attempt's settling. */
   private readonly runningKeys = new Set<string>();
   /**
+   * The operations on their last chance this worker runs, or holds the slot of (holdSlot), by
+   * `operationKey`: one more lease expiry would park them (`crash-loop`). At most one at a time:
+   * two in one process would share its next crash, and the count that parks a poison operation
+   * would reach the one beside it too (claimParams, releaseLastChance, docs/handlers.md).
+   */
+  private readonly lastChanceHere = new Set<string>();
+  /**
    * Leases of attempts that ran here and ended without writing their end (by tenant, id and
    * epoch; the latest 10,000): the store would not take it, or the attempt was abandoned (its
    * lease went unconfirmed) or crashed. They are left to expire, which counts the attempt: the
@@ -515,6 +522,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       retryBudget: this.env.retryBudget
         ? { bucketMs: this.env.retryBudget.bucketMs, shard: this.shard }
         : undefined,
+      passOver: this.lastChanceHere.size > 0 ? this.lastChanceFrom() : undefined,
     };
   }
 
@@ -527,8 +535,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
         // The store answers: a rescue backed off through an outage runs at its next tick.
         for (const task of this.tasks) task.storeAnswered();
         this.slotBound.set(cls, result.rows.length >= limit);
-        for (const row of result.rows)
-          this.launch(cls, row, result.now, result.capped?.has(row.tenant) ?? false, sentAt);
+        for (const row of result.rows) {
+          const capped = result.capped?.has(row.tenant) ?? false;
+          if (this.onLastChance(row) && this.lastChanceHere.size > 0)
+            this.releaseLastChance(cls, row, capped);
+          else this.launch(cls, row, result.now, capped, sentAt);
+        }
         // A claim that rode with ends alone and passed over work: the loop claims again (one
         // the loop asked for, it retries itself after a pause).
         if (result.contended && !asked) this.env.wakeup.notify(cls);
@@ -600,6 +612,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.activeByClass.set(cls, this.active(cls) + 1);
     const key = operationKey(row.tenant, row.id);
     this.runningKeys.add(key);
+    if (this.onLastChance(row)) this.lastChanceHere.add(key);
     const started = performance.now();
     // Whether the end's write also claimed for this slot: then the slot needs no wake-up.
     let refilled = false;
@@ -674,8 +687,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
         this.activeByClass.set(cls, this.active(cls) - 1);
         this.runningKeys.delete(key);
         this.inflight.delete(run);
-        if (left) this.holdSlot(cls, row, capped);
-        else if (!refilled) this.slotFreed(cls, capped);
+        if (left) this.holdSlot(cls, row, capped, () => this.lastChanceHere.delete(key));
+        else {
+          this.lastChanceHere.delete(key);
+          if (!refilled) this.slotFreed(cls, capped);
+        }
         if (this.inflight.size === 0) this.emit('idle');
       });
     this.inflight.add(run);
@@ -692,12 +708,16 @@ export class Worker extends EventEmitter<WorkerEvents> {
    * store may still hold it; a slot freed at once was claimed for again, and the worker held more
    * leases than slots (measured under load: 6 for 3 slots, until the rescue).
    */
-  private holdSlot(cls: string, lease: LeaseRef, capped: boolean): void {
+  private holdSlot(cls: string, lease: LeaseRef, capped: boolean, freed: () => void): void {
     // A stopped worker claims nothing more: no slot to keep.
-    if (this.state !== 'running') return;
+    if (this.state !== 'running') {
+      freed();
+      return;
+    }
     this.heldByClass.set(cls, (this.heldByClass.get(cls) ?? 0) + 1);
     const free = () => {
       this.heldByClass.set(cls, (this.heldByClass.get(cls) ?? 1) - 1);
+      freed();
       this.slotFreed(cls, capped);
     };
     const arm = () => {
@@ -720,6 +740,46 @@ export class Worker extends EventEmitter<WorkerEvents> {
       this.holds.add(timer);
     };
     arm();
+  }
+
+  /**
+   * Lease expiries from which an operation is on its last chance: one fewer than park it, and at
+   * least one (with `maxLeaseExpiries` 1 an operation's first expiry parks it: nothing to keep apart).
+   */
+  private lastChanceFrom(): number {
+    return Math.max(1, this.env.maxLeaseExpiries - 1);
+  }
+
+  private onLastChance(row: OperationRow): boolean {
+    return row.leaseExpiries >= this.lastChanceFrom();
+  }
+
+  /**
+   * Gives back an operation on its last chance claimed while another runs here (claims of two
+   * classes in flight at once, or one claim that took several), the attempt not used. Its slot is
+   * taken until the release is written, as an attempt's is until its end: that write may claim
+   * for it.
+   */
+  private releaseLastChance(cls: string, row: OperationRow, capped: boolean): void {
+    this.activeByClass.set(cls, this.active(cls) + 1);
+    let refilled = false;
+    const release = this.finish(cls, { lease: row, outcome: 'released' }, capped)
+      .then((written) => {
+        refilled = written.refilled;
+      })
+      .catch((error: unknown) => {
+        this.log.warn(
+          { err: error, class: cls, tenant: row.tenant, operation: row.id },
+          'could not give back an operation on its last chance; its lease will expire',
+        );
+      })
+      .finally(() => {
+        this.activeByClass.set(cls, this.active(cls) - 1);
+        this.inflight.delete(release);
+        if (!refilled) this.slotFreed(cls, capped);
+        if (this.inflight.size === 0) this.emit('idle');
+      });
+    this.inflight.add(release);
   }
 
   /** An attempt that ran here ends without its end written: its lease is never a lost claim's. */

@@ -170,6 +170,12 @@ export interface ClaimParams {
   leaseMs: number;
   /** Count the first attempts claimed into the service-wide retry budget's current bucket. */
   retryBudget?: { bucketMs: number; shard: number };
+  /**
+   * Lease expiries from which the claim passes an operation over: one on its last chance, whom
+   * one more expiry would park (`crash-loop`). A worker already running such an operation sets
+   * it, so that two of them never share a process (runtime/worker.ts). Default: none passed over.
+   */
+  passOver?: number;
 }
 
 export interface ClaimResult {

@@ -17,7 +17,15 @@ const script = join(root, 'test/fixtures/worker-process.mjs');
 
 /** One line the worker printed. */
 export interface WorkerEvent {
-  event: 'ready' | 'attempt' | 'effect-error' | 'stopped';
+  event:
+    | 'ready'
+    | 'attempt'
+    | 'effect-error'
+    | 'stopped'
+    | 'temp-held'
+    | 'exec-held'
+    | 'poison'
+    | 'neighbour';
   [field: string]: unknown;
 }
 

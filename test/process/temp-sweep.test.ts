@@ -33,7 +33,7 @@ describe('temporary folders after SIGKILL + restart', () => {
     const root = join(rig.h.dir, 'tmp');
     const w1 = await rig.start('w1', { env });
     await rig.h.sluice.submit({ tenant: 'North', id: 'T1', kind: 'hold-temp', input: {} });
-    const held = await w1.waitFor((e) => (e.event as string) === 'temp-held', '"temp-held"');
+    const held = await w1.waitFor((e) => e.event === 'temp-held', '"temp-held"');
     const path = held.path as string;
     const w1Folder = dirname(path);
     expect(dirname(w1Folder)).toBe(root);
@@ -71,7 +71,7 @@ describe('temporary folders after SIGKILL + restart', () => {
     const env = { HOLD_TEMP: '1' };
     const w1 = await rig.start('w1', { env });
     await rig.h.sluice.submit({ tenant: 'North', id: 'X1', kind: 'hold-temp', input: { exec: true } });
-    const held = await w1.waitFor((e) => (e.event as string) === 'exec-held', '"exec-held"');
+    const held = await w1.waitFor((e) => e.event === 'exec-held', '"exec-held"');
     const pid = held.pid as number;
     const alive = processAlive;
     expect(alive(pid)).toBe(true);

@@ -121,6 +121,7 @@ describe('migrations', () => {
         { version: 31, name: 'class_deltas' },
         { version: 32, name: 'refusals_write_nothing' },
         { version: 33, name: 'finish_reads_journal_after_lock' },
+        { version: 34, name: 'claim_last_chance' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
@@ -544,6 +545,32 @@ describe('claim', () => {
     expect(claimed.every((r) => r.epoch >= 1 && r.state === 'running')).toBe(true);
     const stats = await stores[0]!.queueStats();
     expect(stats.every((s) => s.waiting === 0 && s.running === 40)).toBe(true);
+  });
+
+  it("keeps the claim an older build calls: migration 21's seven arguments, passing over nothing", async () => {
+    const clock = new FakeClock();
+    const [store] = await processes(1, { clock });
+    await store!.operationSubmitMany([item({ id: 'a' }), item({ id: 'b' })]);
+    await store!.operationClaimMany({ class: 'default', owner: 'gone', limit: 1, leaseMs: 1000 });
+    clock.advance(1001);
+    expect(await store!.leaseRescue({ maxLeaseExpiries: 3, limit: 10 })).toMatchObject([
+      { id: 'a', to: 'queued' },
+    ]);
+    // This build passes over 'a' (one expiry) when told to; the older call takes it.
+    const now = clock.now();
+    const passing = await store!.operationClaimMany({
+      class: 'default',
+      owner: 'new',
+      limit: 10,
+      leaseMs: 1000,
+      passOver: 1,
+    });
+    expect(passing.rows.map((r) => r.id)).toEqual(['b']);
+    const older = await store!.context.query<{ id: string; lease_owner: string }>(
+      'SELECT id, lease_owner FROM {s}.claim($1, $2, $3, $4, $5, NULL, NULL)',
+      ['default', 'older', 10, 1000, now],
+    );
+    expect(older.map((r) => [r.id, r.lease_owner])).toEqual([['a', 'older']]);
   });
 
   it('never exceeds maxRunning, whatever the number of concurrent claimers', async () => {

@@ -16,6 +16,8 @@
  * claim: the cap is set at submit, so it is already there), which the worker needs to know
  * (ClaimResult.capped).
  *
+ * With `passOver` it passes over operations on their last chance (migration 34).
+ *
  * A claim short of its limit also says whether it may have left ready work behind
  * (ClaimResult.contended, migration 7): a tenant with ready work that it did not serve, most
  * often because another transaction (a submit, a finish, another claimer) held the tenant's queue
@@ -46,7 +48,7 @@ export const CLAIM_COLUMNS = `n.now AS claim_now,
 const SQL = `SELECT ${CLAIM_COLUMNS}
   FROM (SELECT {s}.now_ms($5::bigint) AS now,
                set_config('synchronous_commit', 'off', true) AS unflushed) n
-  LEFT JOIN LATERAL {s}.claim($1, $2, $3, $4, n.now, $6::bigint, $7::integer) c ON true`;
+  LEFT JOIN LATERAL {s}.claim($1, $2, $3, $4, n.now, $6::bigint, $7::integer, $8::integer) c ON true`;
 
 /** Claims up to `p.limit` ready operations of `p.class` for `p.owner`, one round trip. */
 export async function claimMany(ctx: PgContext, p: ClaimParams): Promise<ClaimResult> {
@@ -58,6 +60,7 @@ export async function claimMany(ctx: PgContext, p: ClaimParams): Promise<ClaimRe
     ctx.now(),
     p.retryBudget ? ms(p.retryBudget.bucketMs) : null,
     p.retryBudget?.shard ?? null,
+    p.passOver ?? null,
   ]);
   return claimResultOf(rows);
 }

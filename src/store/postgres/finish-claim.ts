@@ -23,7 +23,7 @@ const SQL = `WITH n AS MATERIALIZED (
                                                  $6::text[], $7::text[], $8::bigint[], $9) AS f(ord)) AS finished,
          {s}.now_ms($1::bigint) AS now)
 SELECT CASE WHEN c.ordinality IS NULL OR c.ordinality = 1 THEN n.finished END AS finished, ${CLAIM_COLUMNS}
-  FROM n LEFT JOIN LATERAL {s}.claim($10, $11, $12, $13, n.now, $14::bigint, $15::integer) WITH ORDINALITY c ON true`;
+  FROM n LEFT JOIN LATERAL {s}.claim($10, $11, $12, $13, n.now, $14::bigint, $15::integer, $16::integer) WITH ORDINALITY c ON true`;
 
 // With effect marks riding along (finish.ts, MARKED): the finish's clock comes from their row.
 const SQL_MARKED = `WITH ${MARKED}, n AS MATERIALIZED (
@@ -32,7 +32,7 @@ const SQL_MARKED = `WITH ${MARKED}, n AS MATERIALIZED (
          marked.now
     FROM marked)
 SELECT CASE WHEN c.ordinality IS NULL OR c.ordinality = 1 THEN n.finished END AS finished, ${CLAIM_COLUMNS}
-  FROM n LEFT JOIN LATERAL {s}.claim($11, $12, $13, $14, n.now, $15::bigint, $16::integer) WITH ORDINALITY c ON true`;
+  FROM n LEFT JOIN LATERAL {s}.claim($11, $12, $13, $14, n.now, $15::bigint, $16::integer, $17::integer) WITH ORDINALITY c ON true`;
 
 export async function finishAndClaim(
   ctx: PgContext,
@@ -50,6 +50,7 @@ export async function finishAndClaim(
     ms(p.leaseMs),
     p.retryBudget ? ms(p.retryBudget.bucketMs) : null,
     p.retryBudget?.shard ?? null,
+    p.passOver ?? null,
   ]);
   // The finish's answer comes on the first row only: repeated on every claimed row, it was parsed
   // once per row (32 arrays of 32 for a round of the default slots).

@@ -22,6 +22,10 @@
  * early (a cancelled operation leaves it); the claim then finds nothing for that tenant and
  * recomputes it, so it is never late.
  *
+ * With `passOver` the claim passes over operations on their last chance (that many lease expiries or
+ * more): a tenant whose ready work is all such is served nothing, and its `ready_at` stays (other
+ * workers may take it).
+ *
  * A claim of its own transaction commits without syncing the WAL (`writeUnsynced`; inside a
  * worker's ends-and-claim transaction it joins that one, synced for the ends). Its loss to a power
  * cut is safe, as on PostgreSQL (ADR 5): the operation is back in the queue, the next claim gives
@@ -45,6 +49,9 @@ interface Candidate {
   ops: number[];
   taken: number;
 }
+
+/** A ready operation of a candidate; `never`: never started before (the retry budget's firsts). */
+type ReadyRow = { seq: number; never: number };
 
 const MAX_ROUNDS = 4;
 
@@ -181,15 +188,15 @@ export function claimMany(ctx: SqliteContext, p: ClaimParams): ClaimResult {
       }
       const ready = ctx.stmt(
         `SELECT seq, started_at IS NULL AS never FROM operations
-         WHERE class = ? AND tenant = ? AND state = 'queued' AND run_after <= ?
+         WHERE class = ? AND tenant = ? AND state = 'queued' AND run_after <= ? AND (? IS NULL OR lease_expiries < ?)
          ORDER BY run_after, seq LIMIT ?`,
       );
-      readShares(fresh, want, (c, limit) =>
-        (ready.all(p.class, c.tenant, now, limit) as Array<{ seq: number; never: number }>).map((r) => {
-          if (r.never) neverStarted.add(r.seq);
-          return r.seq;
-        }),
-      );
+      const passOver = p.passOver ?? null;
+      readShares(fresh, want, (c, limit) => {
+        const rows = ready.all(p.class, c.tenant, now, passOver, passOver, limit) as ReadyRow[];
+        for (const r of rows) if (r.never) neverStarted.add(r.seq);
+        return rows.map((r) => r.seq);
+      });
       const picks = serve(fresh, want);
       const update = ctx.rawStmt(START);
       for (const pick of picks) {

@@ -6,7 +6,7 @@
  * is no longer current is refused and changes nothing.
  */
 import { expect } from 'vitest';
-import type { FinishParams, LeaseRef } from '../../../src/store/types.js';
+import type { FinishParams, LeaseRef, OperationRow } from '../../../src/store/types.js';
 import {
   BOOM,
   claim,
@@ -287,6 +287,90 @@ export function leaseCases(t: CaseRegistry): void {
       ]);
       expect(await claim(store)).toEqual([]);
     });
+
+    /** Claims everything ready, expires the leases and rescues, keeping every operation queued. */
+    const crashAll = async (fx: StoreFixture) => {
+      await claim(fx.store, { limit: 100 });
+      await expireAndRescue(fx, { maxLeaseExpiries: 10 });
+    };
+    const idsOf = (rows: OperationRow[]) => rows.map((r) => `${r.tenant}/${r.id}`).sort();
+
+    g.test(
+      'a claim told to pass over operations on their last chance leaves them for others: one tenant',
+      async (fx) => {
+        const { store } = fx;
+        await submitCreated(store, { maxAttempts: 10 });
+        await crashAll(fx);
+        await crashAll(fx);
+        await submitCreated(store, { id: 'op-2', maxAttempts: 10 });
+        const passing = { class: 'default', owner: 'w1', limit: 10, leaseMs: LEASE_MS, passOver: 2 };
+        const first = await store.operationClaimMany(passing);
+        expect(first.rows.map((r) => [r.id, r.leaseExpiries])).toEqual([['op-2', 0]]);
+        // Nothing else it may take: an empty claim, not one that says work was left under a lock;
+        // alone, and riding with an end.
+        const second = await store.operationClaimMany(passing);
+        expect([second.rows, second.contended ?? false]).toEqual([[], false]);
+        const ended = await store.attemptFinishAndClaim(
+          [{ lease: leaseOf(first.rows[0]!), outcome: 'succeeded', result: null }],
+          passing,
+        );
+        expect([ended.finished, ended.claim.rows, ended.claim.contended ?? false]).toEqual([
+          [true],
+          [],
+          false,
+        ]);
+        expect(await getRow(store, ref)).toMatchObject({ state: 'queued', leaseExpiries: 2, attempt: 2 });
+        await expectCountersTrue(store);
+        // A claim passing over nothing (or over 3 and more) takes it.
+        expect((await claimOne(store, { owner: 'w2' })).id).toBe('op-1');
+        await expectCountersTrue(store);
+      },
+    );
+
+    g.test(
+      'a claim told to pass over operations on their last chance leaves them for others: many tenants',
+      async (fx) => {
+        const { store } = fx;
+        await submitCreated(store, { maxAttempts: 10 });
+        await crashAll(fx);
+        await submitCreated(store, { tenant: 'South', id: 'op-3', maxAttempts: 10 });
+        await crashAll(fx);
+        await submitCreated(store, { id: 'op-2', maxAttempts: 10 });
+        await submitCreated(store, { tenant: 'South', id: 'op-4', maxAttempts: 10 });
+        // North/op-1 has 2 lease expiries, South/op-3 has 1, the others none.
+        const claimed = await store.operationClaimMany({
+          class: 'default',
+          owner: 'w1',
+          limit: 10,
+          leaseMs: LEASE_MS,
+          passOver: 2,
+        });
+        expect(idsOf(claimed.rows)).toEqual(['North/op-2', 'South/op-3', 'South/op-4']);
+        expect(claimed.contended ?? false).toBe(false);
+        expect(await getRow(store, ref)).toMatchObject({ state: 'queued', leaseExpiries: 2 });
+        await expectCountersTrue(store);
+        await expireAndRescue(fx, { maxLeaseExpiries: 10 });
+        // Now North/op-1 and South/op-3 have 2, the others 1: passing over 1 and more leaves all.
+        expect(
+          (
+            await store.operationClaimMany({
+              class: 'default',
+              owner: 'w1',
+              limit: 10,
+              leaseMs: LEASE_MS,
+              passOver: 1,
+            })
+          ).rows,
+        ).toEqual([]);
+        expect(idsOf(await claim(store, { limit: 10 }))).toEqual([
+          'North/op-1',
+          'North/op-2',
+          'South/op-3',
+          'South/op-4',
+        ]);
+        await expectCountersTrue(store);
+      },
+    );
 
     g.test('a lease expiry on the last attempt dead-letters: attempts exhausted', async (fx) => {
       await submitCreated(fx.store, { maxAttempts: 2 });
