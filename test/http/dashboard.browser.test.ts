@@ -1,10 +1,11 @@
 /**
  * The dashboard in Debian's Chromium, against a real server on a SQLite file with a worker: an
  * operator signs in with the admin key, reads the queues, opens a tenant's dead operation and
- * redrives it; a tenant signs in with its own key and reads its usage and a charge's journal. An
- * id and an input written as markup stay text (no script of theirs runs), a wrong key is answered
- * on the page, and the page requests nothing but its own server. In CI (.ci/run installs the
- * browser) a missing Chromium is a failure; elsewhere the block is skipped, and says why.
+ * redrives it; a tenant signs in with its own key and reads its usage and a charge's journal; a
+ * live view shows work submitted after it was read. An id and an input written as markup stay
+ * text (no script of theirs runs), a wrong key is answered on the page, and the page requests
+ * nothing but its own server. In CI (.ci/run installs the browser) a missing Chromium is a
+ * failure; elsewhere the block is skipped, and says why.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -206,6 +207,31 @@ describe.skipIf(!hasChromium)(`the dashboard in Chromium (skipped when ${CHROMIU
     await page.evaluate(() => new Promise((resolve) => setTimeout(resolve, 0)));
     expect(await page.locator('#view').textContent()).toBe('');
     expect(await page.locator('#nav').isHidden()).toBe(true);
+    await page.close();
+  });
+
+  it('reads a live view again: work submitted meanwhile shows without a reload', async () => {
+    const page = await open();
+    await signIn(page, KEYS.admin);
+    await page.locator('#who').filter({ hasText: 'admin key' }).waitFor();
+    expect(await page.isChecked('#live')).toBe(true);
+    const tenants = page.locator('table').nth(1).locator('tbody tr');
+    await tenants.first().waitFor();
+    const before = await tenants.allTextContents();
+    expect(before.join()).not.toContain('east');
+    const navigations: string[] = [];
+    page.on('framenavigated', (frame) => navigations.push(frame.url()));
+    await r.h.sluice.submit({
+      tenant: 'east',
+      id: 'live',
+      kind: 'note',
+      input: { text: 'y' },
+      delayMs: 600_000,
+    });
+    // The next read of the queues (every 5 s) brings it: no reload, no navigation.
+    await page.locator('td', { hasText: 'east' }).waitFor({ timeout: 20_000 });
+    expect(await tenants.count()).toBe(before.length + 1);
+    expect(navigations).toEqual([]);
     await page.close();
   });
 

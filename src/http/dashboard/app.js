@@ -5,10 +5,13 @@
 //   #/                                      the queues (admin key) or the tenant's usage
 //   #/operations?tenant=&state=&kind=&cursor=   a page of a tenant's operations
 //   #/operation?tenant=&id=                 one operation, its attempts, effects and events
+// While "Live" is ticked, the view is read again every few seconds (live()).
 
 const KEY = 'sluice.key';
 const STATES = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'dead', 'needs_reconciliation'];
 const PAGE = 50;
+/** How often a live view is read again. */
+const LIVE_MS = 5000;
 
 /** Who the key is (`GET /v1/me`), once signed in. */
 let me = null;
@@ -406,7 +409,19 @@ const VIEWS = { '/': homeView, '/operations': operationsView, '/operation': oper
  */
 let latest = 0;
 
+/** Renders in flight: a live tick waits for them rather than overtake them. */
+let rendering = 0;
+
 async function render() {
+  rendering++;
+  try {
+    await renderView();
+  } finally {
+    rendering--;
+  }
+}
+
+async function renderView() {
   const mine = ++latest;
   showProblem(null);
   const view = $('view');
@@ -440,6 +455,23 @@ function signedOut(error) {
   showProblem(error ?? null);
 }
 
+/**
+ * Whether a live tick would take something from the operator: a field of the view has the focus
+ * (a filter being typed), or an action's reason has text in it (a render would write a new, empty
+ * form over it, and over the problem an action that failed showed).
+ */
+function busy() {
+  const active = document.activeElement;
+  if (active && $('view').contains(active) && active.matches('input, select, textarea')) return true;
+  return [...$('view').querySelectorAll('form.act input')].some((field) => field.value !== '');
+}
+
+/** Reads the view again, while signed in, ticked, shown (not a background tab) and not busy. */
+function live() {
+  if (!me || !$('live').checked || document.hidden || rendering > 0 || busy()) return;
+  render();
+}
+
 $('sign-in').addEventListener('submit', (event) => {
   event.preventDefault();
   sessionStorage.setItem(KEY, $('key').value);
@@ -452,4 +484,5 @@ $('sign-out').addEventListener('click', () => {
   location.hash = '#/';
 });
 window.addEventListener('hashchange', render);
+setInterval(live, LIVE_MS);
 render();
