@@ -192,8 +192,9 @@ const leaseKey = (lease: { tenant: string; id: string; epoch: number }) =>
 export class Worker extends EventEmitter<WorkerEvents> {
   /** The owner named in this worker's leases: its `id` option and a nonce of its own. */
   readonly id: string;
+  /** @internal The attempts' temporary folders (runtime/temp-dirs.ts). */
   readonly tempDirs: TempDirs;
-  /** Running attempts' stops, by tenant and id: for in-process cancel and shutdown. */
+  /** @internal Running attempts' stops, by tenant and id: for in-process cancel and shutdown. */
   readonly stops = new Map<string, AttemptStop>();
   private readonly tempBytesByAttempt = new Map<string, number>();
   /** Which retry-budget bucket row this worker counts into: spreads concurrent claimers. */
@@ -494,12 +495,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
     return this.unwritten;
   }
 
-  /** Runs the rescuer now (tests, CLI). */
+  /** @internal Runs the rescuer now (tests). */
   rescueNow(): Promise<void> {
     return rescueAll(this.env.store, this.env.maxLeaseExpiries).then(() => undefined);
   }
 
-  /** Extends all leases now (tests). */
+  /** @internal Extends all leases now (tests). */
   heartbeatNow(): Promise<void> {
     return this.heartbeat.tick();
   }
