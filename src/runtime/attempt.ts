@@ -11,7 +11,7 @@
 import type { Logger } from 'pino';
 import { chargesFor, type ProviderBudgets } from '../admission/budgets.js';
 import type { RetryBudgetConfig } from '../admission/retry-budget.js';
-import { endAtDeadline } from '../core/decisions.js';
+import { endAtDeadline, notingEffectsHappened } from '../core/decisions.js';
 import { assertPlainJson } from '../core/digest.js';
 import { storableCode } from '../core/errors/code.js';
 import { engineMade, isEngineMade } from '../core/errors/engine-made.js';
@@ -43,8 +43,9 @@ import type { Journal } from '../effects/run-effect.js';
 import type { SluiceEvents } from '../observability/events.js';
 import type { Heartbeat } from '../queue/heartbeat.js';
 import { type AttemptEnd, classifyFailure } from '../retry/classify.js';
+import { byteOrder } from '../store/byte-order.js';
 import type { Store } from '../store/store.js';
-import type { FinishParams, LeaseRef, OperationRow } from '../store/types.js';
+import type { EffectMarkParams, FinishParams, LeaseRef, OperationRow } from '../store/types.js';
 import { OperationContext } from './context.js';
 import { failpoint, failpointArmed, isSimulatedCrash, SimulatedCrash } from './failpoints.js';
 import { AttemptScope } from './helpers/scope.js';
@@ -301,6 +302,11 @@ async function attemptOnce(env: AttemptEnv, row: OperationRow, claimNow: number)
   // The effects' marks not yet written ride with the end (effects/attempt-marks.ts); a test that
   // crashes at C3 has them written first, as a handler that works on after its effects does.
   const riding = marks.made ? await marks.forEnd(failpointArmed('operation.before-complete')) : undefined;
+  if (end.outcome === 'failed' || end.outcome === 'dead')
+    end = {
+      ...end,
+      error: notingEffectsHappened(end.error, await effectsHappened(env.store, lease, riding)),
+    };
   try {
     await failpoint('operation.before-complete', info);
   } catch (error) {
@@ -335,6 +341,26 @@ async function attemptOnce(env: AttemptEnv, row: OperationRow, claimNow: number)
     errorCode: 'error' in end ? end.error.code : null,
     ...('delayMs' in end ? { dueInMs: end.delayMs } : {}),
   };
+}
+
+/**
+ * The effects of the operation that happened, for an end that fails it: the journal's `committed`
+ * rows, and the marks riding with the end (an effect of this attempt whose mark is not written
+ * yet). A journal that cannot be read leaves those of the marks: the end is written all the same.
+ */
+async function effectsHappened(
+  store: Store,
+  lease: LeaseRef,
+  riding: EffectMarkParams[] | undefined,
+): Promise<string[]> {
+  const names = new Set((riding ?? []).filter((m) => m.state === 'committed').map((m) => m.name));
+  try {
+    for (const row of await store.effectList({ tenant: lease.tenant, id: lease.id }))
+      if (row.state === 'committed') names.add(row.name);
+  } catch {
+    // The end's own write says whether the store answers.
+  }
+  return [...names].sort(byteOrder);
 }
 
 async function execute(

@@ -97,10 +97,12 @@ describe("a handler's error that carries one of the engine's own codes", () => {
     h.worker().start();
     await h.sluice.submit({ ...ref('livelock'), kind: 'job', input: {} });
     const done = await ended('livelock');
-    expect([done.state, done.error?.code, done.error?.message, runs, calls]).toEqual([
+    // It failed after its charge: the record says so (core/decisions.ts notingEffectsHappened).
+    expect([done.state, done.error?.code, done.error?.message, done.error?.details, runs, calls]).toEqual([
       'failed',
       'cancel-requested',
-      'the customer cancelled the order',
+      'the customer cancelled the order (after an effect that happened: charge)',
+      { effectsHappened: ['charge'] },
       1,
       1,
     ]);

@@ -62,7 +62,7 @@ export interface ErrorRecord {
 export const MAX_ERROR_DETAILS_BYTES = 16_384;
 
 /** The longest message a record keeps. */
-const MAX_MESSAGE_CHARS = 2000;
+export const MAX_MESSAGE_CHARS = 2000;
 
 /**
  * Turns anything thrown into a record that is safe to store (no stack, bounded message, a code

@@ -73,9 +73,16 @@ export function rescue(ctx: PgContext, p: RescueParams): Promise<RescuedOperatio
     );
     if (expired.length === 0) return [];
     const now = num(expired[0]!.tx_now)!;
-    const facts = await q<{ tenant: string; op_id: string; pending: boolean; no_return: boolean }>(
+    const facts = await q<{
+      tenant: string;
+      op_id: string;
+      pending: boolean;
+      no_return: boolean;
+      happened: string[] | null;
+    }>(
       `SELECT e.tenant, e.op_id, bool_or(e.state = 'pending') AS pending,
-              bool_or(e.state IN ('pending', 'committed')) AS no_return
+              bool_or(e.state IN ('pending', 'committed')) AS no_return,
+              array_agg(e.name ORDER BY e.name COLLATE "C") FILTER (WHERE e.state = 'committed') AS happened
          FROM {s}.effects e
         WHERE e.op_seq = ANY ($1::bigint[])
         GROUP BY e.tenant, e.op_id`,
@@ -112,6 +119,7 @@ export function rescue(ctx: PgContext, p: RescueParams): Promise<RescuedOperatio
           cancelRequested: op.cancel === 'requested',
           pastNoReturn: op.cancel === 'requested' && fact?.no_return === true,
           hasPendingEffect: fact?.pending === true,
+          effectsHappened: fact?.happened ?? [],
           now,
         },
         p.maxLeaseExpiries,

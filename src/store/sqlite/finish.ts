@@ -36,6 +36,17 @@ export function hasPendingEffect(ctx: SqliteContext, seq: number): boolean {
   );
 }
 
+/** The names of an operation's effects that happened (`committed`), for a record of its end. */
+export function effectsHappened(ctx: SqliteContext, seq: number): string[] {
+  return (
+    ctx
+      .stmt(`SELECT name FROM effects WHERE op_seq = ? AND state = 'committed' ORDER BY name`)
+      .all(seq) as Array<{
+      name: string;
+    }>
+  ).map((r) => r.name);
+}
+
 /**
  * The point of no return for cancel: an effect is committed or may have happened (`pending`).
  * Effects that are `absent` or `failed` certainly did not happen and do not block a cancel.

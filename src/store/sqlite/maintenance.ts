@@ -8,7 +8,7 @@
 import { afterLeaseExpiry, leaseExpiredError } from '../../core/decisions.js';
 import type { PurgeParams, PurgeResult, RescuedOperation, RescueParams } from '../types.js';
 import type { SqliteContext } from './connection.js';
-import { hasPendingEffect, pastNoReturn } from './finish.js';
+import { effectsHappened, hasPendingEffect, pastNoReturn } from './finish.js';
 import { queueEnter, queueLeave } from './queue-counters.js';
 import { jsonText, type RawOperation } from './rows.js';
 
@@ -30,6 +30,7 @@ export function rescue(ctx: SqliteContext, p: RescueParams): RescuedOperation[] 
           cancelRequested: op.cancel === 'requested',
           pastNoReturn: op.cancel === 'requested' && pastNoReturn(ctx, op.seq),
           hasPendingEffect: hasPendingEffect(ctx, op.seq),
+          effectsHappened: effectsHappened(ctx, op.seq),
           now,
         },
         p.maxLeaseExpiries,

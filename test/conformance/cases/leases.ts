@@ -390,6 +390,27 @@ export function leaseCases(t: CaseRegistry): void {
       expect(row.error?.code).toBe('deadline-exceeded');
     });
 
+    g.test(
+      'a lease expiry past the deadline after effects happened fails the operation, naming them',
+      async (fx) => {
+        await submitCreated(fx.store, { deadlineMs: 10_000 });
+        const lease = leaseOf(await claimOne(fx.store));
+        for (const name of ['refund', 'charge', 'absent-one'])
+          await fx.store.effectBegin({ lease, name, key: name });
+        for (const name of ['refund', 'charge'])
+          expect(
+            await fx.store.effectMarkCommitted({ lease, name, result: { ok: true }, reference: null }),
+          ).toBe(true);
+        expect(await fx.store.effectMarkAbsent({ lease, name: 'absent-one' })).toBe(true);
+        expect(await expireAndRescue(fx)).toMatchObject([{ ...ref, to: 'failed' }]);
+        expect((await getRow(fx.store, ref)).error).toEqual({
+          code: 'deadline-exceeded',
+          message: 'the operation passed its deadline (after effects that happened: charge, refund)',
+          details: { effectsHappened: ['charge', 'refund'] },
+        });
+      },
+    );
+
     g.test('a lease expiry past the deadline with an effect pending needs reconciliation', async (fx) => {
       await submitCreated(fx.store, { deadlineMs: 10_000 });
       const row = await claimOne(fx.store);
