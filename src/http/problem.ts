@@ -12,7 +12,7 @@
  */
 import { STATUS_CODES } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { isSluiceError, SluiceError } from '../core/errors/index.js';
+import { isSluiceError, SluiceError, type SluiceErrorCode } from '../core/errors/index.js';
 
 export const PROBLEM_TYPE_BASE = 'https://sluice.dev/problems/';
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
@@ -102,11 +102,8 @@ export type HttpProblemCode = keyof typeof HTTP_PROBLEMS;
 
 const OUTCOME = { status: 500, title: 'An attempt outcome escaped to the API', outcomeOnly: true } as const;
 
-/**
- * Every code, its status and title. The engine's codes first, in docs/errors.md order (a test
- * checks that every code of that document is here).
- */
-export const PROBLEMS: Record<string, ProblemSpec> & Record<HttpProblemCode, ProblemSpec> = {
+/** The engine's codes, in docs/errors.md order: every one of them, and no other (`satisfies`). */
+const ENGINE_PROBLEMS = {
   'idempotency-key-reused': {
     status: 422,
     title: 'The Idempotency-Key was already used with another request',
@@ -165,8 +162,17 @@ export const PROBLEMS: Record<string, ProblemSpec> & Record<HttpProblemCode, Pro
   'lookup-answer-invalid': OUTCOME,
   'reconciled-failed': OUTCOME,
   'effect-failed': OUTCOME,
-  ...HTTP_PROBLEMS,
-};
+} satisfies Record<SluiceErrorCode, ProblemSpec>;
+
+/**
+ * Every code, its status and title: the engine's, then the HTTP layer's own (a test checks that
+ * every code of docs/errors.md is here).
+ */
+export const PROBLEMS: Record<string, ProblemSpec> & Record<SluiceErrorCode | HttpProblemCode, ProblemSpec> =
+  {
+    ...ENGINE_PROBLEMS,
+    ...HTTP_PROBLEMS,
+  };
 
 /** The codes a client can actually receive (everything but attempt outcomes). */
 export function problemCodes(): string[] {

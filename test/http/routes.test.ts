@@ -11,7 +11,7 @@ import { InvalidArgument, StoreError } from '../../src/core/errors/index.js';
 import { PROBLEMS, problemCodes, toProblem } from '../../src/http/problem.js';
 import { principalOf } from '../../src/http/route-config.js';
 import type { Store } from '../../src/index.js';
-import { sqliteStore } from '../../src/index.js';
+import { SLUICE_ERROR_CODES, sqliteStore } from '../../src/index.js';
 import { FakeClock } from '../../src/testing/fake-clock.js';
 import { O7 } from '../helpers/charge-kind.js';
 import { Gate } from '../helpers/gate.js';
@@ -352,6 +352,9 @@ describe('the problem mapping', () => {
     const doc = readFileSync(new URL('../../docs/errors.md', import.meta.url), 'utf8');
     const codes = [...doc.matchAll(/^\|\s*`([a-z0-9-]+)`/gm)].map((m) => m[1]!);
     expect(codes.length).toBeGreaterThan(30);
+    // The document lists the engine's codes, the exported list's (the compiler checks
+    // that the list and the mapping agree).
+    expect([...new Set(codes)].sort()).toEqual([...SLUICE_ERROR_CODES].sort());
     for (const code of codes) {
       expect(PROBLEMS[code], code).toBeDefined();
       const { status, body } = toProblem({ code, message: 'x', [Symbol.for('sluice.error')]: true });

@@ -1,6 +1,7 @@
 /** @module core/errors — every error Sluice raises; codes are listed in docs/errors.md. */
 export * from './budget-errors.js';
 export * from './capacity-errors.js';
+export * from './codes.js';
 export * from './input-errors.js';
 export * from './interruptions.js';
 export * from './operation-errors.js';

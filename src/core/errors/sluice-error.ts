@@ -7,6 +7,7 @@
  */
 
 import { storableCode } from './code.js';
+import type { SluiceErrorCode } from './codes.js';
 
 const MARK = Symbol.for('sluice.error');
 
@@ -16,10 +17,11 @@ export interface SluiceErrorOptions {
 }
 
 export class SluiceError extends Error {
-  readonly code: string;
+  /** One of Sluice's own codes (`SluiceErrorCode`), or the code a handler gave its error. */
+  readonly code: SluiceErrorCode | (string & {});
   readonly retryable: boolean;
 
-  constructor(code: string, message: string, options: SluiceErrorOptions = {}) {
+  constructor(code: SluiceErrorCode | (string & {}), message: string, options: SluiceErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.retryable = options.retryable ?? false;
