@@ -15,6 +15,8 @@ export type JsonSchema = Record<string, unknown>;
 
 /** 1–255 visible ASCII characters: the operation id and Idempotency-Key rule (core/identity.ts). */
 export const OPERATION_ID_PATTERN = '^[\\x21-\\x7e]{1,255}$';
+/** An id as the IETF draft sends `Idempotency-Key`: an RFC 8941 string, `\"` and `\\` escaped. */
+export const QUOTED_OPERATION_ID_PATTERN = '^"(?:[\\x21\\x23-\\x5b\\x5d-\\x7e]|\\\\[\\x22\\x5c]){1,255}"$';
 export const TENANT_PATTERN = '^[\\x21-\\x7e]{1,128}$';
 /**
  * Free text the store keeps as text (an operator's `by` and `reason`, a provider reference):
@@ -237,12 +239,15 @@ export const idempotencyKeyHeaderSchema: JsonSchema = {
   properties: {
     'idempotency-key': {
       type: 'string',
-      pattern: OPERATION_ID_PATTERN,
+      // Bare, or the draft's quoted string (routes/operations.ts operationIdOfKey).
+      pattern: `^(?:${OPERATION_ID_PATTERN.slice(1, -1)}|${QUOTED_OPERATION_ID_PATTERN.slice(1, -1)})$`,
       // URLs resolve them as path steps: no URL could name such an operation (routes/operations.ts).
-      not: { enum: ['.', '..'] },
+      not: { enum: ['.', '..', '"."', '".."'] },
       description:
-        "The operation's id, chosen by the client: 1–255 visible ASCII characters, sent raw (no quotes), " +
-        'not `.` or `..`. Retrying with the same key and the same input answers with the same operation.',
+        "The operation's id, chosen by the client: 1–255 visible ASCII characters, not `.` or `..`; bare " +
+        '(`Idempotency-Key: order-7`) or as the IETF draft sends it, a structured-field string ' +
+        '(`Idempotency-Key: "order-7"`, the same id). Retrying with the same key and the same input ' +
+        'answers with the same operation.',
     },
   },
 };

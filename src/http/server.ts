@@ -40,7 +40,7 @@ import { ApiError, PROBLEMS, pathOf, rawProblemResponse, sendProblem, setCommonH
 import type { AuthMode } from './route-config.js';
 import { adminRoutes } from './routes/admin.js';
 import { dashboardRoutes } from './routes/dashboard.js';
-import { operationRoutes } from './routes/operations.js';
+import { operationIdOfKey, operationRoutes } from './routes/operations.js';
 import { overviewRoutes } from './routes/overview.js';
 import { serviceRoutes } from './routes/service.js';
 import { tenantRoutes } from './routes/tenants.js';
@@ -421,7 +421,7 @@ function tenantLabel(request: FastifyRequest): string | undefined {
 
 function operationIdOf(request: FastifyRequest): string | undefined {
   const params = request.params as { id?: string } | undefined;
-  const id = params?.id ?? request.headers['idempotency-key'];
+  const id = params?.id ?? operationIdOfKey(request.headers['idempotency-key']);
   // Only an id the API could accept is logged: a refused one may hold anything a client sent
   // (control characters decoded from the path, a megabyte-long header), which a log line should
   // not carry; the line's problem code says why it was refused.

@@ -270,8 +270,16 @@ describe('GET /openapi.json', () => {
     expect(key).toMatchObject({
       name: 'Idempotency-Key',
       required: true,
-      schema: { pattern: '^[\\x21-\\x7e]{1,255}$', not: { enum: ['.', '..'] } },
+      schema: { not: { enum: ['.', '..', '"."', '".."'] } },
     });
+    // The documented pattern takes a key bare or as the draft's quoted string, as the server does.
+    const pattern = new RegExp(key.schema.pattern);
+    const takes = ['order-7', '"order-7"', '"a\\"b"', 'k'.repeat(255), `"${'k'.repeat(255)}"`, 'a"b'];
+    const refuses = ['', 'two words', '"two words"', 'k'.repeat(256), 'caf\u00e9'];
+    expect([takes.map((k) => pattern.test(k)), refuses.map((k) => pattern.test(k))]).toEqual([
+      takes.map(() => true),
+      refuses.map(() => false),
+    ]);
     expect(Object.keys(submit.responses).sort()).toEqual(
       ['200', '202', '400', '401', '403', '408', '413', '415', '422', '429', '431', '500', '503'].sort(),
     );

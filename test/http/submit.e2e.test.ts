@@ -156,6 +156,39 @@ describe('POST /v1/operations over loopback', () => {
     expect([got.status, got.json.id]).toEqual([200, odd]);
   });
 
+  it('Idempotency-Key as the IETF draft sends it, a quoted string, names the same operation as bare', async () => {
+    r = await rig();
+    const body = { kind: 'note', input: { text: 'hi' } };
+    const quoted = await submit(r, '"order-7"', body);
+    expect([quoted.status, quoted.json.id, quoted.headers.get('location')]).toEqual([
+      202,
+      'order-7',
+      '/v1/operations/order-7',
+    ]);
+    // Bare, the same key: a replay of the same operation.
+    const bare = await submit(r, 'order-7', body);
+    expect([bare.status, bare.json.id, bare.headers.get('idempotent-replayed')]).toEqual([
+      200,
+      'order-7',
+      'true',
+    ]);
+    // Escapes are read: \" and \\ stand for a quote and a backslash.
+    const escaped = await submit(r, '"a\\"b\\\\c"', body);
+    expect([escaped.status, escaped.json.id]).toEqual([202, 'a"b\\c']);
+    // The longest id, quoted: 257 characters of header.
+    const long = await submit(r, `"${'q'.repeat(255)}"`, body);
+    expect([long.status, long.json.id]).toEqual([202, 'q'.repeat(255)]);
+    // A quoted string that is no id's: empty, a space inside, a bare quote inside, too long, a dot.
+    for (const key of ['""', '"two words"', '"a"b"', `"${'q'.repeat(256)}"`, '"."', '".."'])
+      await refused(r, () => submit(r, key, body), 400, 'idempotency-key-invalid');
+    // A quote at one end only is part of a bare id.
+    const half = await submit(r, '"half', body);
+    expect([half.status, half.json.id]).toEqual([202, '"half']);
+    expect((await r.h.store.operationList({ limit: 100 })).map((o) => o.id).sort()).toEqual(
+      ['"half', 'a"b\\c', 'order-7', 'q'.repeat(255)].sort(),
+    );
+  });
+
   it('body limit: exactly the limit is read, one byte more is 413 before parsing, stored nothing', async () => {
     r = await rig();
     expect(r.app.initialConfig.bodyLimit).toBe(BODY_LIMIT);

@@ -27,6 +27,7 @@ import {
   OPERATION_ID_PATTERN,
   operationIdParamsSchema,
   operationSchema,
+  QUOTED_OPERATION_ID_PATTERN,
   submitBodySchema,
 } from '../schemas.js';
 import { StoreClock } from '../store-clock.js';
@@ -36,6 +37,20 @@ import { operationFor } from '../tenant-view.js';
 export const operationPath = (id: string) => `/v1/operations/${encodeURIComponent(id)}`;
 
 const KEY = new RegExp(OPERATION_ID_PATTERN);
+const QUOTED = new RegExp(QUOTED_OPERATION_ID_PATTERN);
+
+/**
+ * The operation id an `Idempotency-Key` header names. The IETF draft defines the header as a
+ * structured-field string (RFC 8941): `Idempotency-Key: "8e03978e-40d5"`, quotes included, `\"`
+ * and `\\` escaped; many clients (and Stripe's) send the key bare. A value that begins and ends
+ * with a quote is read as the draft's string, unquoted; any other is the id as it came. Undefined
+ * when the header is missing, repeated, or a quoted string that is not one of an id's.
+ */
+export function operationIdOfKey(key: unknown): string | undefined {
+  if (typeof key !== 'string') return undefined;
+  if (key.length < 2 || !key.startsWith('"') || !key.endsWith('"')) return key;
+  return QUOTED.test(key) ? key.slice(1, -1).replace(/\\(["\\])/g, '$1') : undefined;
+}
 
 /** Checked before the body is read: a request without a usable key is refused at once. */
 export function checkIdempotencyKey(request: FastifyRequest): void {
@@ -45,16 +60,17 @@ export function checkIdempotencyKey(request: FastifyRequest): void {
       errors: [{ parameter: 'Idempotency-Key', detail: 'required' }],
     });
   }
-  if (typeof key !== 'string' || !KEY.test(key)) {
+  const id = operationIdOfKey(key);
+  if (id === undefined || !KEY.test(id)) {
     throw new ApiError(
       'idempotency-key-invalid',
-      'the Idempotency-Key must be 1–255 visible ASCII characters (no spaces), sent once',
+      'the Idempotency-Key must be 1–255 visible ASCII characters (no spaces), sent once, bare or as a quoted string',
       { errors: [{ parameter: 'Idempotency-Key', detail: 'must be 1–255 visible ASCII characters' }] },
     );
   }
   // URLs resolve `.` and `..` as path steps (RFC 3986 §5.2.4), percent-encoded or not: no URL
   // could name such an operation, so no `Location` could point at it.
-  if (key === '.' || key === '..') {
+  if (id === '.' || id === '..') {
     throw new ApiError(
       'idempotency-key-invalid',
       `the Idempotency-Key ${key} cannot name a URL path segment`,
@@ -132,7 +148,7 @@ export function operationRoutes(
     async (request: FastifyRequest, reply: FastifyReply) => {
       const principal = principalOf(request);
       if (principal.kind !== 'tenant') throw new ApiError('forbidden', 'submitting needs a tenant key');
-      const id = request.headers['idempotency-key'] as string;
+      const id = operationIdOfKey(request.headers['idempotency-key'])!;
       const body = request.body as SubmitBody;
       const { operation, created } = await sluice.submit({
         tenant: principal.tenant,
