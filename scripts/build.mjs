@@ -16,7 +16,7 @@ execFileSync(
   },
 );
 
-const dashboard = join(root, 'src/http/dashboard');
+const dashboard = join(root, 'src/dashboard');
 function copyAssets(dir) {
   for (const name of readdirSync(dir)) {
     const path = join(dir, name);

@@ -172,8 +172,11 @@ describe('GET /openapi.json', () => {
     expect(registered).toEqual(
       [
         'GET /dashboard',
+        'GET /dashboard/api.js',
         'GET /dashboard/app.css',
         'GET /dashboard/app.js',
+        'GET /dashboard/dom.js',
+        'GET /dashboard/views.js',
         'GET /dashboard/icon.svg',
         'GET /healthz',
         'GET /metrics',

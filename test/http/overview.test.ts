@@ -1,6 +1,6 @@
 /**
  * `GET /v1/me` and `GET /v1/queues`, the dashboard's reads beyond the operation routes, and the
- * dashboard's three files: who may call each, what they answer against the store's own counters,
+ * dashboard's files: who may call each, what they answer against the store's own counters,
  * the queues' bound and order, and the headers the page is served with. In-process, on SQLite
  * (the counters they read are the stores' conformance cases).
  */
@@ -120,6 +120,9 @@ describe('the dashboard files', () => {
     for (const [path, type] of [
       ['/dashboard', 'text/html; charset=utf-8'],
       ['/dashboard/app.js', 'text/javascript; charset=utf-8'],
+      ['/dashboard/api.js', 'text/javascript; charset=utf-8'],
+      ['/dashboard/dom.js', 'text/javascript; charset=utf-8'],
+      ['/dashboard/views.js', 'text/javascript; charset=utf-8'],
       ['/dashboard/app.css', 'text/css; charset=utf-8'],
       ['/dashboard/icon.svg', 'image/svg+xml'],
     ] as const) {

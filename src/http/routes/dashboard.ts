@@ -1,7 +1,7 @@
 /**
  * @module http/routes/dashboard
- * The dashboard: one page and its script, style sheet and icon, served as they are
- * (http/dashboard/). The page holds no data and needs no key to load; the key an operator types
+ * The dashboard: one page and its script modules, style sheet and icon, served as they are
+ * (src/dashboard/). The page holds no data and needs no key to load; the key an operator types
  * stays in the tab's session storage and goes, as a bearer token, only to this server's `/v1/`
  * routes, which decide what it may read. No cookie carries it, so no other site can make a
  * browser act with it, and the policy below lets the page run only its own script.
@@ -9,7 +9,7 @@
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 
-const ASSETS = new URL('../dashboard/', import.meta.url);
+const ASSETS = new URL('../../dashboard/', import.meta.url);
 
 /**
  * Its own script and style sheet, fetches to this origin, nothing else: no inline script (every
@@ -23,6 +23,9 @@ export const DASHBOARD_CSP =
 const FILES = [
   { path: '/dashboard', file: 'index.html', type: 'text/html; charset=utf-8' },
   { path: '/dashboard/app.js', file: 'app.js', type: 'text/javascript; charset=utf-8' },
+  { path: '/dashboard/api.js', file: 'api.js', type: 'text/javascript; charset=utf-8' },
+  { path: '/dashboard/dom.js', file: 'dom.js', type: 'text/javascript; charset=utf-8' },
+  { path: '/dashboard/views.js', file: 'views.js', type: 'text/javascript; charset=utf-8' },
   { path: '/dashboard/app.css', file: 'app.css', type: 'text/css; charset=utf-8' },
   // Named by the page: without one, a browser asks for /favicon.ico, a 404 on every visit.
   { path: '/dashboard/icon.svg', file: 'icon.svg', type: 'image/svg+xml' },
@@ -31,6 +34,9 @@ const FILES = [
 const OPERATION_IDS: Record<(typeof FILES)[number]['file'], string> = {
   'index.html': 'dashboard',
   'app.js': 'dashboardScript',
+  'api.js': 'dashboardApiModule',
+  'dom.js': 'dashboardDomModule',
+  'views.js': 'dashboardViewsModule',
   'app.css': 'dashboardStyles',
   'icon.svg': 'dashboardIcon',
 };
