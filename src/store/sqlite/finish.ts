@@ -38,13 +38,10 @@ export function hasPendingEffect(ctx: SqliteContext, seq: number): boolean {
 
 /** The names of an operation's effects that happened (`committed`), for a record of its end. */
 export function effectsHappened(ctx: SqliteContext, seq: number): string[] {
-  return (
-    ctx
-      .stmt(`SELECT name FROM effects WHERE op_seq = ? AND state = 'committed' ORDER BY name`)
-      .all(seq) as Array<{
-      name: string;
-    }>
-  ).map((r) => r.name);
+  const rows = ctx
+    .stmt(`SELECT name FROM effects WHERE op_seq = ? AND state = 'committed' ORDER BY name`)
+    .all(seq) as Array<{ name: string }>;
+  return rows.map((r) => r.name);
 }
 
 /**
