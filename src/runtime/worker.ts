@@ -691,6 +691,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
    * for it.
    */
   private releaseLastChance(cls: string, row: OperationRow, capped: boolean): void {
+    this.log.debug(
+      { class: cls, tenant: row.tenant, operation: row.id, leaseExpiries: row.leaseExpiries },
+      'gave back an operation on its last chance: another runs in this process',
+    );
     this.activeByClass.set(cls, this.active(cls) + 1);
     let refilled = false;
     const release = this.finish(cls, { lease: row, outcome: 'released' }, capped)
