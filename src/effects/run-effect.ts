@@ -133,7 +133,7 @@ export interface EffectRuntime {
   store: Store;
   journal: Journal;
   lease: LeaseRef;
-  /** The attempt's stop; its `signal` is made on first read (runtime/attempt.ts). */
+  /** The attempt's stop; its `signal` is made on first read (runtime/attempt-stop.ts). */
   stop: {
     readonly signal: AbortSignal;
     readonly aborted: boolean;
@@ -353,7 +353,7 @@ export async function runEffect<T, R = T>(
   let result: T;
   try {
     const stop = rt.stop;
-    // The signal is made on first read (runtime/attempt.ts AttemptStop): a call that never reads
+    // The signal is made on first read (runtime/attempt-stop.ts AttemptStop): a call that never reads
     // it does not pay for an AbortController.
     result = await invoke(rt, name, () =>
       options.call({

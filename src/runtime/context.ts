@@ -57,7 +57,7 @@ export class OperationContext {
       id: string;
       kind: string;
       attempt: number;
-      /** The attempt's stop (runtime/attempt.ts): its signal is made when first read. */
+      /** The attempt's stop (runtime/attempt-stop.ts): its signal is made when first read. */
       stop: { readonly signal: AbortSignal };
       deadline: number | null;
       logs: LazyLog;

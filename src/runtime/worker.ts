@@ -49,7 +49,8 @@ import type {
   OperationRow,
   Settled,
 } from '../store/types.js';
-import { type AttemptReport, type AttemptStop, operationKey, runAttempt } from './attempt.js';
+import { type AttemptReport, operationKey, runAttempt } from './attempt.js';
+import type { AttemptStop } from './attempt-stop.js';
 import { Batcher } from './batcher.js';
 import { type ClaimedBatch, ClassChannel, type EndWritten } from './class-channel.js';
 import type { Kind } from './kinds.js';

@@ -278,9 +278,12 @@ describe('an attempt past what it can prove', () => {
     const gaveUp: string[] = [];
     h.sluice.define('job', {
       input: z.object({}),
+      // A first attempt outlasts a few of the heartbeat's checks (one every 267 ms), so that the
+      // late claim's attempts are surely running when a check finds them past the bound: a
+      // shorter one could end first when the check's timer ran late, giving nothing up.
       run: (_i, ctx) =>
         new Promise((resolve, reject) => {
-          const t = setTimeout(() => resolve('done'), 100);
+          const t = setTimeout(() => resolve('done'), ctx.attempt === 1 ? 1000 : 100);
           ctx.signal.addEventListener('abort', () => {
             clearTimeout(t);
             reject(ctx.signal.reason);

@@ -1,9 +1,9 @@
 /**
- * The attempt's stop (runtime/attempt.ts): the `AbortSignal` a handler sees is made when first
+ * The attempt's stop (runtime/attempt-stop.ts): the `AbortSignal` a handler sees is made when first
  * read, and behaves as if it had existed from the start of the attempt.
  */
 import { describe, expect, it } from 'vitest';
-import { AttemptStop } from '../../src/runtime/attempt.js';
+import { AttemptStop } from '../../src/runtime/attempt-stop.js';
 
 describe('the attempt stop', () => {
   it('gives a signal read after the stop already fired, with the reason it was stopped for', () => {
