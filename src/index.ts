@@ -14,6 +14,7 @@ export type {
 } from './admission/limits.js';
 export type { RetryBudgetConfig } from './admission/retry-budget.js';
 export { defineConfig, loadConfig, type PostgresConfig, type SluiceConfig } from './config/config.js';
+export type { SluiceOptions } from './config/engine-options.js';
 export { type Clock, systemClock } from './core/clock.js';
 export { canonicalJson, operationDigest } from './core/digest.js';
 export * from './core/errors/index.js';
@@ -28,6 +29,7 @@ export {
   transitionTable,
 } from './core/states.js';
 export { deriveEffectKey, type EffectKeyFn } from './effects/effect-key.js';
+export type { ReconcileRequest } from './effects/reconcile-checks.js';
 export type { EffectCall, EffectOptions, LookupResult } from './effects/run-effect.js';
 export type {
   AttemptEndOutcome,
@@ -54,12 +56,18 @@ export { Worker, type WorkerEvents, type WorkerOptions } from './runtime/worker.
 export {
   type CancelResult,
   type Include,
-  type KindSubmitRequest,
   type ListRequest,
-  MAX_SUBMIT_MANY,
   type OperationReference,
   Sluice,
-  type SluiceOptions,
+} from './sluice.js';
+export type { MigrationStatus } from './store/migrations.js';
+export { type PostgresOptions, type PostgresStore, postgresStore } from './store/postgres/index.js';
+export { type SqliteOptions, type SqliteStore, sqliteStore } from './store/sqlite/index.js';
+export type { Store } from './store/store.js';
+export type { CancelOutcome, ReconcileEffect } from './store/types.js';
+export {
+  type KindSubmitRequest,
+  MAX_SUBMIT_MANY,
   type SubmitManyRequests,
   type SubmitManyResult,
   type SubmitManyResults,
@@ -67,9 +75,4 @@ export {
   type SubmitRequest,
   type SubmitResult,
   type SubmitTransaction,
-} from './sluice.js';
-export type { MigrationStatus } from './store/migrations.js';
-export { type PostgresOptions, type PostgresStore, postgresStore } from './store/postgres/index.js';
-export { type SqliteOptions, type SqliteStore, sqliteStore } from './store/sqlite/index.js';
-export type { Store } from './store/store.js';
-export type { CancelOutcome, ReconcileEffect } from './store/types.js';
+} from './submit/requests.js';

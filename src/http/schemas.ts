@@ -9,6 +9,7 @@
  * by `coerceQuery` below, driven by these schemas.
  */
 import { OPERATION_STATES } from '../core/states.js';
+import { MAX_BY_CHARS, MAX_REASON_CHARS } from '../core/stored-text.js';
 import { KIND_NAME } from '../runtime/kinds.js';
 
 export type JsonSchema = Record<string, unknown>;
@@ -339,7 +340,7 @@ const who = {
   by: {
     type: 'string',
     minLength: 1,
-    maxLength: 200,
+    maxLength: MAX_BY_CHARS,
     pattern: TEXT_PATTERN,
     allOf: [NOT_BLANK],
     description:
@@ -348,7 +349,7 @@ const who = {
   reason: {
     type: 'string',
     minLength: 1,
-    maxLength: 2000,
+    maxLength: MAX_REASON_CHARS,
     pattern: TEXT_PATTERN,
     allOf: [NOT_BLANK],
     description: 'Why (recorded), not blank, without NUL or a lone surrogate.',

@@ -9,7 +9,7 @@ import { jsonFrom } from '../../config/inputs.js';
 import { InvalidArgument, OperationNotFound } from '../../core/errors/index.js';
 import type { Operation } from '../../core/operation.js';
 import type { OperationState } from '../../core/states.js';
-import { isStoredText } from '../../core/stored-text.js';
+import { assertRecordedText, isStoredText, MAX_BY_CHARS } from '../../core/stored-text.js';
 import { MAX_REFERENCE_CHARS } from '../../effects/run-effect.js';
 import { Sluice } from '../../sluice.js';
 import type { ReconcileEffect } from '../../store/types.js';
@@ -205,8 +205,7 @@ export function opsCommand(program: Command): void {
 /**
  * Who an operator action is recorded as: `--by`, else `$SLUICE_OPERATOR`, else `$USER` (an empty
  * variable is unset, as shells mean it), else `cli`. Held to the engine's rule for `by` here,
- * before the store is opened, and for `cancel` too, which the engine records without checking:
- * `--by ''` would cancel with no event, and a 5,000-character name would be stored as it came.
+ * before the store is opened, with the variable that gave it named in the refusal.
  */
 function operator(flag: string | undefined): string {
   const [where, by] =
@@ -215,15 +214,9 @@ function operator(flag: string | undefined): string {
       : process.env.SLUICE_OPERATOR
         ? ['SLUICE_OPERATOR', process.env.SLUICE_OPERATOR]
         : ['USER', process.env.USER || 'cli'];
-  if (by.trim() === '' || by.length > MAX_BY_CHARS || !isStoredText(by))
-    throw new InvalidArgument(
-      `${where} must be 1–${MAX_BY_CHARS} characters, not all blank, without NUL or a lone surrogate`,
-    );
+  assertRecordedText(where, by, MAX_BY_CHARS);
   return by;
 }
-
-/** The engine's bound on an operator action's `by` (src/sluice.ts, `assertRecorded`). */
-const MAX_BY_CHARS = 200;
 
 /**
  * `name=absent`, or `name=committed:<json>`: the JSON is the provider's answer, which the journal
