@@ -114,3 +114,60 @@ export async function purgeAll(store: Store, policy: RetentionPolicy, batch = 50
     if (purged < batch) return total;
   }
 }
+
+/** What the maintenance services of a worker need from its engine. */
+export interface MaintenanceEnv {
+  store: Store;
+  log: Logger;
+  maxLeaseExpiries: number;
+  retention: RetentionPolicy;
+  /** Each operation a rescue moved, as it moved it. */
+  onRescued(rescued: RescuedOperation): void;
+  /** A rescue queued work again: the claim loops look for it. */
+  onRequeued(): void;
+}
+
+/** The services started, to stop with the worker; `rescuer` to run a rescue at once. */
+export interface Maintenance {
+  tasks: PeriodicTask[];
+  rescuer: PeriodicTask | undefined;
+}
+
+/**
+ * Starts a worker's rescuer (with the counters' fold, where the store folds them) and retention
+ * purge, each on its interval; `false` leaves that service to other processes.
+ */
+export function startMaintenance(
+  env: MaintenanceEnv,
+  intervals: { rescueIntervalMs: number | false; purgeIntervalMs: number | false },
+): Maintenance {
+  const tasks: PeriodicTask[] = [];
+  let rescuer: PeriodicTask | undefined;
+  const { store, log } = env;
+  if (intervals.rescueIntervalMs !== false) {
+    rescuer = new PeriodicTask(
+      'rescue',
+      intervals.rescueIntervalMs,
+      async () => {
+        const rescued = await rescueAll(store, env.maxLeaseExpiries);
+        for (const r of rescued) env.onRescued(r);
+        if (rescued.length === 0) return;
+        // Which operations, so a line can be followed to them (the first 20 of a large sweep).
+        const operations = rescued.slice(0, 20).map((r) => ({ tenant: r.tenant, operation: r.id, to: r.to }));
+        log.warn({ rescued: rescued.length, operations }, 'expired leases rescued');
+        if (rescued.some((r) => r.to === 'queued')) env.onRequeued();
+      },
+      log,
+    );
+    tasks.push(rescuer);
+    const fold = store.countersFold?.bind(store);
+    // A task of its own: a fold that fails does not hold up the rescues.
+    if (fold) tasks.push(new PeriodicTask('fold-counters', intervals.rescueIntervalMs, fold, log));
+  }
+  if (intervals.purgeIntervalMs !== false)
+    tasks.push(
+      new PeriodicTask('purge', intervals.purgeIntervalMs, () => purgeAll(store, env.retention), log),
+    );
+  for (const task of tasks) task.start();
+  return { tasks, rescuer };
+}

@@ -11,7 +11,8 @@
  * class the service ever heard of. A loop consumes before its first claim, so no wake for its
  * class goes unremembered from then on.
  */
-import type { WakeInterest } from '../store/store.js';
+import type { Logger } from 'pino';
+import type { Store, WakeInterest } from '../store/store.js';
 
 export class Wakeup {
   private readonly pending = new Set<string>();
@@ -79,4 +80,44 @@ export class Wakeup {
       set.add(done);
     });
   }
+}
+
+/**
+ * Wakes `wakeup`'s loops on the work other processes make ready, where the store can tell
+ * (PostgreSQL's LISTEN/NOTIFY, SQLite's watch on the file). `onAnnounced` says whether the
+ * store's writes are heard now, so that a freed slot need not look for work itself: false while
+ * the connection is lost, true again when it is back. Resolves to what stops listening, or to
+ * undefined where the store cannot be listened to (polling only).
+ */
+export function listenForWork(
+  store: Store,
+  wakeup: Wakeup,
+  log: Logger,
+  onAnnounced: (announced: boolean) => void,
+): Promise<(() => Promise<void>) | undefined> {
+  if (!store.subscribe) return Promise.resolve(undefined);
+  let deaf = false;
+  return store
+    .subscribe((cls) => wakeup.notify(cls), {
+      onLost: (error) => {
+        deaf = true;
+        onAnnounced(false);
+        log.warn({ err: error }, 'lost the wake-up connection; polling until it is back');
+      },
+      onReconnect: () => {
+        if (deaf) log.info('listening for wake-ups again');
+        deaf = false;
+        onAnnounced(store.announcesWork === true);
+        wakeup.notifyAll();
+      },
+      interest: wakeup.interest,
+    })
+    .then((stop) => {
+      onAnnounced(!deaf && store.announcesWork === true);
+      return stop;
+    })
+    .catch((error: unknown) => {
+      log.warn({ err: error }, 'cannot listen for wake-ups; polling only');
+      return undefined;
+    });
 }

@@ -11,21 +11,19 @@
 import type { Logger } from 'pino';
 import { chargesFor, type ProviderBudgets } from '../admission/budgets.js';
 import type { RetryBudgetConfig } from '../admission/retry-budget.js';
+import { budgetedRetry, deferRetry, RETRY_DENIED, takeRetry } from '../admission/retry-draw.js';
 import { endAtDeadline, notingEffectsHappened } from '../core/decisions.js';
 import { assertPlainJson } from '../core/digest.js';
-import { storableCode } from '../core/errors/code.js';
 import { engineMade, isEngineMade } from '../core/errors/engine-made.js';
 import {
   AttemptEnded,
   AttemptTimeout,
   CancelRequested,
   DeadlineExceeded,
-  type ErrorRecord,
   isAttemptTimeout,
   isInputNotJson,
   isLeaseLost,
   isOperationLimitExceeded,
-  isSluiceError,
   LeaseLost,
   messageOf,
   OperationLimitExceeded,
@@ -46,6 +44,7 @@ import { type AttemptEnd, classifyFailure } from '../retry/classify.js';
 import { byteOrder } from '../store/byte-order.js';
 import type { Store } from '../store/store.js';
 import type { EffectMarkParams, FinishParams, LeaseRef, OperationRow } from '../store/types.js';
+import { logFailure, warnUnbudgeted } from './attempt-log.js';
 import { AttemptStop, untilAbortedPlusGrace } from './attempt-stop.js';
 import { OperationContext } from './context.js';
 import { failpoint, failpointArmed, isSimulatedCrash, SimulatedCrash } from './failpoints.js';
@@ -95,74 +94,7 @@ export type AttemptReport =
 
 export const operationKey = (tenant: string, id: string) => `${tenant}\u0000${id}`;
 
-/** The code that marks an operation whose retry the service-wide budget denied. */
-const RETRY_DENIED = 'retry-budget-exhausted';
-
-async function takeRetry(env: AttemptEnv, row: OperationRow, logs: LazyLog): Promise<boolean> {
-  if (!env.retryBudget) return true;
-  const { allowed } = await env.store.retryBudgetTake(env.retryBudget);
-  if (!allowed) {
-    logs.log.warn('retry denied by the service-wide retry budget');
-    env.events.emit('retry-denied', refOf(row));
-  }
-  return allowed;
-}
-
 const refOf = (row: OperationRow) => ({ tenant: row.tenant, id: row.id, kind: row.kind, class: row.class });
-
-/** Back to the queue after a random wait, without using an attempt; never past the deadline. */
-function deferRetry(
-  env: AttemptEnv,
-  cause: ErrorRecord | null,
-  deadlineInMs: number | null,
-): Extract<AttemptEnd, { outcome: 'deferred' | 'failed' }> {
-  const budget = env.retryBudget as RetryBudgetConfig;
-  const earlier =
-    cause?.code === RETRY_DENIED
-      ? ((cause.details ?? {}) as { lastError?: unknown; denials?: unknown })
-      : null;
-  // Full jitter on a ceiling that doubles with each denial of this retry, up to the budget's
-  // window: a long outage must not turn every waiting retry into a query every few seconds. (A
-  // handler's own error may carry this code, and details of its own: a count that is not one is
-  // none.)
-  const counted = earlier?.denials;
-  const denials =
-    (typeof counted === 'number' && Number.isSafeInteger(counted) && counted > 0 ? counted : 0) + 1;
-  const ceiling = Math.min(budget.windowMs, budget.deferMaxMs * 2 ** Math.min(denials - 1, 30));
-  const delayMs = Math.floor(env.random() * ceiling);
-  if (deadlineInMs !== null && delayMs >= deadlineInMs)
-    return { outcome: 'failed', error: endAtDeadline(false).error! };
-  const lastError = earlier ? earlier.lastError : cause;
-  return {
-    outcome: 'deferred',
-    delayMs,
-    error: {
-      code: RETRY_DENIED,
-      message: 'the service-wide retry budget is spent; the retry is deferred',
-      outcome: 'retryable',
-      details: { lastError: lastError ?? null, denials },
-    },
-  };
-}
-
-/**
- * A failure about to be retried draws on the service-wide retry budget; denied, the retry is
- * marked and deferred (the failed attempt did run, so it counts). Every retry does, whatever
- * failed: a worker without the kind retries too.
- */
-async function budgetedRetry<E extends AttemptEnd | { outcome: 'succeeded'; result: unknown }>(
-  env: AttemptEnv,
-  row: OperationRow,
-  logs: LazyLog,
-  deadlineInMs: number | null,
-  end: E,
-): Promise<E | AttemptEnd> {
-  if (end.outcome !== 'retry' || !env.retryBudget || (await takeRetry(env, row, logs))) return end;
-  const deferred = deferRetry(env, end.error, deadlineInMs);
-  return deferred.outcome === 'deferred'
-    ? { outcome: 'retry', delayMs: Math.max(end.delayMs, deferred.delayMs), error: deferred.error }
-    : deferred;
-}
 
 /** Ends the store writes as asked: the operation's state is the end's name. */
 const KEPT_ENDS = new Set(['succeeded', 'dead', 'needs_reconciliation']);
@@ -632,103 +564,4 @@ async function execute(
       }
     }
   }
-}
-
-/**
- * An attempt's failure, as the log keeps it: the error's type, code, message and stack, not its
- * other properties. An HTTP client's error carries the request it made (`config.headers` with a
- * provider's key, the body with a card number), and `details` may hold a tenant's input: pino's
- * serializer would write them all, once per attempt. An error Sluice does not know (not one of
- * its own classes, a `TypeError`) is a bug or an unclassified failure, and is said so, at `warn`.
- */
-/** What a thrown value that is not an Error says of itself: any value may be thrown. */
-function describe(value: unknown): string {
-  try {
-    return String(value);
-  } catch {
-    // An object without a prototype has no toString; one whose `Symbol.toStringTag` throws, not
-    // even this.
-    try {
-      return Object.prototype.toString.call(value);
-    } catch {
-      return `a ${typeof value} with no printable form`;
-    }
-  }
-}
-
-/** Provider names already warned about, per set of budgets (one engine's). */
-const warned = new WeakMap<ProviderBudgets, Set<string>>();
-
-/**
- * An effect that names a provider with no budgets, where other providers have some, is most
- * likely a typo (`'stripe'` for `'Stripe'`): its calls would go uncounted against any budget,
- * silently. Told once per name and engine, at `warn`; where no provider has budgets, a provider
- * name is a metrics label only and nothing is said.
- */
-function warnUnbudgeted(budgets: ProviderBudgets, provider: string | undefined, log: Logger): void {
-  if (provider === undefined || Object.hasOwn(budgets, provider)) return;
-  // A name told already costs one lookup: an unbudgeted provider beside budgeted ones is not
-  // always a typo, and its every effect comes here.
-  let seen = warned.get(budgets);
-  if (seen?.has(provider)) return;
-  const names = Object.keys(budgets);
-  if (names.length === 0) return;
-  if (!seen) {
-    seen = new Set();
-    warned.set(budgets, seen);
-  }
-  if (seen.size >= 100) return;
-  seen.add(provider);
-  log.warn(
-    { provider, budgeted: names.slice(0, 20) },
-    'an effect names a provider with no budgets: its calls count against none',
-  );
-}
-
-/** What a log line may hold of a thrown value's message or stack. */
-const MAX_LOGGED_CHARS = 4000;
-
-/**
- * Reads a property of a thrown value that may be a getter that throws: a log line that could
- * not be built would leave the attempt without an end until its lease expired.
- */
-function safely(read: () => unknown): string | undefined {
-  try {
-    const value = read();
-    return value === undefined ? undefined : String(value).slice(0, MAX_LOGGED_CHARS);
-  } catch {
-    return '(reading it threw)';
-  }
-}
-
-/**
- * The attempt's failure in the log, as a record of its own under `error` (pino's serializer of
- * `err` would name every such record's type `Object`). When the signal had fired (a cancel, a
- * timeout, the worker's stop), that reason decides the outcome, and what the handler threw on its
- * way out (an `AbortError`, most often) is no unclassified failure: logged at info with it.
- */
-function logFailure(log: Logger, error: unknown, abortReason: unknown): void {
-  const known = isSluiceError(error);
-  let e: Error | undefined;
-  try {
-    e = error instanceof Error ? error : undefined;
-  } catch {
-    e = undefined;
-  }
-  const record = {
-    type: (e && safely(() => e.name)) ?? typeof error,
-    // As the store keeps it: a code that is not one is not logged as it came either.
-    code: storableCode(error).code,
-    message: e ? messageOf(e).slice(0, MAX_LOGGED_CHARS) : describe(error).slice(0, MAX_LOGGED_CHARS),
-    // Where an unclassified error came from is what its reader needs; a classified one (a
-    // provider's 503 as `Retryable`, said once a retry) is its code and message, not a stack.
-    stack: known ? undefined : e && safely(() => e.stack),
-  };
-  if (abortReason !== undefined) {
-    const reason = isSluiceError(abortReason)
-      ? abortReason.code
-      : describe(abortReason).slice(0, MAX_LOGGED_CHARS);
-    log.info({ reason, error: record }, 'attempt stopped');
-  } else if (known) log.info({ error: record }, 'attempt failed');
-  else log.warn({ error: record }, 'attempt failed with an unclassified error (retried as retryable)');
 }

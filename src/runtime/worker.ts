@@ -36,8 +36,13 @@ import type { Journal } from '../effects/run-effect.js';
 import type { SluiceEvents } from '../observability/events.js';
 import { DueWakes } from '../queue/due-wakes.js';
 import { Heartbeat } from '../queue/heartbeat.js';
-import { PeriodicTask, purgeAll, type RetentionPolicy, rescueAll } from '../queue/maintenance.js';
-import type { Wakeup } from '../queue/wakeup.js';
+import {
+  type PeriodicTask,
+  type RetentionPolicy,
+  rescueAll,
+  startMaintenance,
+} from '../queue/maintenance.js';
+import { listenForWork, type Wakeup } from '../queue/wakeup.js';
 import type { Store } from '../store/store.js';
 import type {
   ClaimParams,
@@ -240,82 +245,26 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const swept = this.tempDirs.sweepOrphans();
     if (swept > 0) this.log.info({ swept }, 'removed temporary directories of dead workers');
     this.heartbeat.start();
-    // Other processes' submits wake this worker at once where the store can tell (PostgreSQL
-    // LISTEN/NOTIFY, SQLite's watch on the file); its own retries wake it when due (dueWakes);
-    // polling stays as the fallback.
-    if (this.env.store.subscribe) {
-      // While wake-ups are lost, this worker looks for other processes' work itself, as when it
-      // cannot listen at all: a freed slot claims at once instead of waiting to be told.
-      let deaf = false;
-      this.unsubscribe = this.env.store
-        .subscribe((cls) => this.env.wakeup.notify(cls), {
-          onLost: (error) => {
-            deaf = true;
-            this.announced = false;
-            this.log.warn({ err: error }, 'lost the wake-up connection; polling until it is back');
-          },
-          onReconnect: () => {
-            if (deaf) this.log.info('listening for wake-ups again');
-            deaf = false;
-            this.announced = this.env.store.announcesWork === true;
-            this.env.wakeup.notifyAll();
-          },
-          interest: this.env.wakeup.interest,
-        })
-        .then((stop) => {
-          this.announced = !deaf && this.env.store.announcesWork === true;
-          return stop;
-        })
-        .catch((error) => {
-          this.log.warn({ err: error }, 'cannot listen for wake-ups; polling only');
-          return undefined;
-        });
-    }
+    // Other processes' submits wake this worker at once where the store can tell; its own
+    // retries wake it when due (dueWakes); polling stays as the fallback. While wake-ups are
+    // lost, a freed slot claims at once instead of waiting to be told.
+    this.unsubscribe = listenForWork(this.env.store, this.env.wakeup, this.log, (announced) => {
+      this.announced = announced;
+    });
     const { rescueIntervalMs = 5000, purgeIntervalMs = 60_000 } = this.options;
-    if (rescueIntervalMs !== false) {
-      const task = new PeriodicTask(
-        'rescue',
-        rescueIntervalMs,
-        async () => {
-          const rescued = await rescueAll(this.env.store, this.env.maxLeaseExpiries);
-          for (const r of rescued) this.env.events.emit('rescued', r);
-          if (rescued.length > 0) {
-            // Which operations, so a line can be followed to them (the first 20 of a large sweep).
-            const operations = rescued
-              .slice(0, 20)
-              .map((r) => ({ tenant: r.tenant, operation: r.id, to: r.to }));
-            this.log.warn({ rescued: rescued.length, operations }, 'expired leases rescued');
-            for (const r of rescued) if (r.to === 'queued') this.env.wakeup.notifyAll();
-          }
-        },
-        this.log,
-      );
-      task.start();
-      this.tasks.push(task);
-      this.rescuer = task;
-      const store = this.env.store;
-      if (store.countersFold) {
-        // A task of its own: a fold that fails does not hold up the rescues.
-        const fold = new PeriodicTask(
-          'fold-counters',
-          rescueIntervalMs,
-          () => store.countersFold!(),
-          this.log,
-        );
-        fold.start();
-        this.tasks.push(fold);
-      }
-    }
-    if (purgeIntervalMs !== false) {
-      const task = new PeriodicTask(
-        'purge',
-        purgeIntervalMs,
-        () => purgeAll(this.env.store, this.env.retention),
-        this.log,
-      );
-      task.start();
-      this.tasks.push(task);
-    }
+    const maintenance = startMaintenance(
+      {
+        store: this.env.store,
+        log: this.log,
+        maxLeaseExpiries: this.env.maxLeaseExpiries,
+        retention: this.env.retention,
+        onRescued: (r) => this.env.events.emit('rescued', r),
+        onRequeued: () => this.env.wakeup.notifyAll(),
+      },
+      { rescueIntervalMs, purgeIntervalMs },
+    );
+    this.tasks.push(...maintenance.tasks);
+    this.rescuer = maintenance.rescuer;
     for (const [cls, n] of this.slots) if (n > 0) this.loops.push(this.loop(cls, n));
   }
 
