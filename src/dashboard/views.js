@@ -1,5 +1,6 @@
 // The dashboard's views, one per hash route: the queues (admin key) or a tenant's usage, a page
-// of a tenant's operations, and one operation whole with the actions its state allows.
+// of a tenant's operations (or, for an admin key, of every tenant's dead letters and operations
+// needing reconciliation), and one operation whole with the actions its state allows.
 import { api, session, tenantQuery } from './api.js';
 import { el, errorText, json, link, num, showProblem, stateCell, table } from './dom.js';
 
@@ -50,6 +51,18 @@ async function homeView() {
       'Nothing waits or runs.',
     ),
     q.queuesLeftOut > 0 ? el('p', { class: 'muted' }, `${q.queuesLeftOut} more not shown.`) : null,
+    el('h2', {}, 'Waiting for an operator, every tenant'),
+    el(
+      'ul',
+      {},
+      el('li', {}, link('/operations', { state: 'dead' }, 'Dead operations'), ' (redrive them)'),
+      el(
+        'li',
+        {},
+        link('/operations', { state: 'needs_reconciliation' }, 'Operations needing reconciliation'),
+        ' (establish what the provider did)',
+      ),
+    ),
     el('h2', {}, "A tenant's operations"),
     open,
   ];
@@ -85,13 +98,20 @@ function usageBlocks(usage) {
   ];
 }
 
+/** The states an admin key may list across tenants: those an operator acts on (the API's rule). */
+const ACROSS_TENANTS = ['dead', 'needs_reconciliation'];
+
 async function operationsView(params) {
-  const tenant = session.me.role === 'tenant' ? session.me.tenant : params.get('tenant');
-  if (!tenant) throw new Error('name a tenant');
+  const admin = session.me.role === 'admin';
+  const tenant = admin ? params.get('tenant') : session.me.tenant;
   const state = params.get('state') ?? '';
   const kind = params.get('kind') ?? '';
+  // An admin key that names no tenant lists every tenant's operations in a state it acts on.
+  const across = admin && !tenant;
+  if (across && !ACROSS_TENANTS.includes(state))
+    throw new Error('name a tenant, or list the dead operations or those needing reconciliation');
   const page = await api('GET', '/v1/operations', {
-    query: { ...tenantQuery(tenant), state, kind, cursor: params.get('cursor'), limit: PAGE },
+    query: { ...(across ? {} : tenantQuery(tenant)), state, kind, cursor: params.get('cursor'), limit: PAGE },
   });
   const filters = el(
     'form',
@@ -101,7 +121,7 @@ async function operationsView(params) {
         event.preventDefault();
         const f = event.target.elements;
         const q = new URLSearchParams();
-        if (session.me.role === 'admin') q.set('tenant', tenant);
+        if (admin && tenant) q.set('tenant', tenant);
         if (f.state.value) q.set('state', f.state.value);
         if (f.kind.value) q.set('kind', f.kind.value);
         location.hash = `#/operations?${q}`;
@@ -114,22 +134,21 @@ async function operationsView(params) {
       el(
         'select',
         { name: 'state' },
-        el('option', { value: '' }, 'any'),
-        STATES.map((s) => el('option', { value: s, selected: s === state }, s)),
+        across ? null : el('option', { value: '' }, 'any'),
+        (across ? ACROSS_TENANTS : STATES).map((s) => el('option', { value: s, selected: s === state }, s)),
       ),
     ),
     el('label', {}, 'Kind ', el('input', { name: 'kind', value: kind })),
     el('button', { type: 'submit' }, 'Filter'),
   );
+  // The tenant an operation's links name: an admin key's listing names it, a tenant key's never.
+  const tenantOf = (op) => (admin ? op.tenant : '');
   const rows = page.operations.map((op) =>
     el(
       'tr',
       {},
-      el(
-        'td',
-        {},
-        link('/operation', { tenant: session.me.role === 'admin' ? tenant : '', id: op.id }, op.id),
-      ),
+      across ? el('td', {}, link('/operations', { tenant: op.tenant }, op.tenant)) : null,
+      el('td', {}, link('/operation', { tenant: tenantOf(op), id: op.id }, op.id)),
       el('td', {}, op.kind),
       stateCell(op.state),
       el('td', {}, `${op.attempt}/${op.maxAttempts}`),
@@ -137,17 +156,18 @@ async function operationsView(params) {
       el('td', {}, errorText(op.error)),
     ),
   );
+  const headings = ['id', 'kind', 'state', 'attempt', 'accepted', 'error'];
   return [
-    el('h2', {}, `Operations of ${tenant}`),
+    el('h2', {}, across ? `Operations ${state}, every tenant` : `Operations of ${tenant}`),
     filters,
-    table(['id', 'kind', 'state', 'attempt', 'accepted', 'error'], rows, 'No operation on this page.'),
+    table(across ? ['tenant', ...headings] : headings, rows, 'No operation on this page.'),
     page.nextCursor
       ? el(
           'p',
           {},
           link(
             '/operations',
-            { tenant: session.me.role === 'admin' ? tenant : '', state, kind, cursor: page.nextCursor },
+            { tenant: admin ? tenant : '', state, kind, cursor: page.nextCursor },
             'Next page',
           ),
         )

@@ -62,3 +62,33 @@ export function tenantFor(request: FastifyRequest): string {
   }
   return named;
 }
+
+/** The states an operator acts on, which an admin key may list across tenants. */
+export const ACROSS_TENANTS_STATES = ['dead', 'needs_reconciliation'] as const;
+
+/**
+ * The tenant a listing reads: as `tenantFor`, except that an admin key that names none lists
+ * every tenant's operations of a state an operator acts on (`dead`, `needs_reconciliation`), the
+ * states both stores index across tenants. Another state across tenants would read through the
+ * whole history to fill a page: refused, with the states that may be listed so.
+ */
+export function listedTenantFor(request: FastifyRequest, state: string | undefined): string | undefined {
+  const principal = principalOf(request);
+  if (principal.kind === 'tenant' || (request.query as { tenant?: string } | undefined)?.tenant !== undefined)
+    return tenantFor(request);
+  if (state === undefined || !(ACROSS_TENANTS_STATES as readonly string[]).includes(state))
+    throw new ApiError(
+      'invalid-argument',
+      `an admin key lists across tenants only the operations waiting for an operator: ` +
+        `?state=${ACROSS_TENANTS_STATES.join(' or ?state=')}; name the tenant for any other listing: ?tenant=<tenant>`,
+      {
+        errors: [
+          {
+            parameter: 'tenant',
+            detail: 'required with an admin key, unless state is dead or needs_reconciliation',
+          },
+        ],
+      },
+    );
+  return undefined;
+}

@@ -297,7 +297,12 @@ export const listQuerySchema: JsonSchema = {
       description: '`nextCursor` of the previous page: opaque, made by this deployment.',
     },
     limit: { type: 'integer', minimum: 1, maximum: 500, default: 50 },
-    tenant: adminTenantOptional,
+    tenant: {
+      ...adminTenantOptional,
+      description:
+        "Admin keys only: the tenant whose operations to list. Without it, every tenant's, for `state=dead` or " +
+        '`state=needs_reconciliation` only. A tenant key always lists its own.',
+    },
   },
 };
 

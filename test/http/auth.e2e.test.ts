@@ -280,6 +280,75 @@ describe('auth over loopback', () => {
     expect(runs).toBe(1);
   });
 
+  it("an admin key lists every tenant's dead letters, and names a tenant for any other listing", async () => {
+    r = await rig({
+      define(sluice) {
+        sluice.define('doomed', {
+          input: z.object({}),
+          limits: { maxAttempts: 1 },
+          run: async () => {
+            throw new Retryable('always down');
+          },
+        });
+      },
+    });
+    const worker = r.h.worker();
+    worker.start();
+    for (const [key, id] of [
+      [KEYS.north, 'N1'],
+      [KEYS.south, 'S1'],
+      [KEYS.north, 'N2'],
+    ] as const) {
+      const res = await r.call('POST', '/v1/operations', {
+        key,
+        headers: { 'idempotency-key': id },
+        body: { kind: 'doomed', input: {} },
+      });
+      expect(res.status).toBe(202);
+    }
+    for (const [tenant, id] of [
+      ['north', 'N1'],
+      ['south', 'S1'],
+      ['north', 'N2'],
+    ])
+      expect((await r.h.sluice.wait({ tenant: tenant!, id: id! })).state).toBe('dead');
+    await worker.stop();
+    const listed = (page: { operations: Array<{ tenant: string; id: string }> }) =>
+      page.operations.map((o) => `${o.tenant}/${o.id}`);
+
+    const dead = await r.call('GET', '/v1/operations?state=dead', { key: KEYS.admin });
+    expect([dead.status, listed(dead.json), dead.json.nextCursor]).toEqual([
+      200,
+      ['north/N1', 'south/S1', 'north/N2'],
+      null,
+    ]);
+    // A page at a time, across tenants too.
+    const first = await r.call('GET', '/v1/operations?state=dead&limit=2', { key: KEYS.admin });
+    expect(listed(first.json)).toEqual(['north/N1', 'south/S1']);
+    const rest = await r.call('GET', `/v1/operations?state=dead&limit=2&cursor=${first.json.nextCursor}`, {
+      key: KEYS.admin,
+    });
+    expect([listed(rest.json), rest.json.nextCursor]).toEqual([['north/N2'], null]);
+    const waiting = await r.call('GET', '/v1/operations?state=needs_reconciliation', { key: KEYS.admin });
+    expect([waiting.status, listed(waiting.json)]).toEqual([200, []]);
+    // Named, one tenant's; a tenant key, its own, whatever it asks.
+    const south = await r.call('GET', '/v1/operations?state=dead&tenant=south', { key: KEYS.admin });
+    expect(listed(south.json)).toEqual(['south/S1']);
+    const own = await r.call('GET', '/v1/operations?state=dead', { key: KEYS.south });
+    expect(listed(own.json)).toEqual(['south/S1']);
+    // Any other listing across tenants would read through the whole history: refused, said why.
+    for (const query of ['', '?state=succeeded', '?state=queued', '?kind=doomed']) {
+      const refused = await r.call('GET', `/v1/operations${query}`, { key: KEYS.admin });
+      expect([query, refused.status, refused.json.code, refused.json.errors?.[0]?.parameter]).toEqual([
+        query,
+        400,
+        'invalid-argument',
+        'tenant',
+      ]);
+      expect(refused.json.detail).toMatch(/state=dead or \?state=needs_reconciliation/);
+    }
+  });
+
   it('keys and bodies never reach the log; each request is one line with tenant and operation', async () => {
     r = await rig();
     const secretInput = { text: 'SECRET-BODY-MARKER' };

@@ -1,7 +1,7 @@
 /**
  * The dashboard in Debian's Chromium, against a real server on a SQLite file with a worker: an
- * operator signs in with the admin key, reads the queues, opens a tenant's dead operation and
- * redrives it; a tenant signs in with its own key and reads its usage and a charge's journal; a
+ * operator signs in with the admin key, reads the queues, lists every tenant's dead operations,
+ * opens one and redrives it; a tenant signs in with its own key and reads its usage and a charge's journal; a
  * live view shows work submitted after it was read. An id and an input written as markup stay
  * text (no script of theirs runs), a wrong key is answered on the page, and the page requests
  * nothing but its own server. In CI (.ci/run installs the browser) a missing Chromium is a
@@ -59,10 +59,15 @@ describe.skipIf(!hasChromium)(`the dashboard in Chromium (skipped when ${CHROMIU
       input: { invoice: 7, amount_cents: 5000 },
     });
     await sluice.submit({ tenant: 'north', id: MARKUP_ID, kind: 'flaky', input: { note: MARKUP_INPUT } });
+    await sluice.submit({ tenant: 'south', id: 'south-dead', kind: 'flaky', input: { note: 'n' } });
     expect((await sluice.wait({ tenant: 'north', id: 'paid' }, { timeoutMs: 20_000 })).state).toBe(
       'succeeded',
     );
-    expect((await sluice.wait({ tenant: 'north', id: MARKUP_ID }, { timeoutMs: 20_000 })).state).toBe('dead');
+    for (const [tenant, id] of [
+      ['north', MARKUP_ID],
+      ['south', 'south-dead'],
+    ] as const)
+      expect((await sluice.wait({ tenant, id }, { timeoutMs: 20_000 })).state).toBe('dead');
     await worker.stop();
     // Work that waits: south's note is due in ten minutes.
     await sluice.submit({
@@ -112,7 +117,7 @@ describe.skipIf(!hasChromium)(`the dashboard in Chromium (skipped when ${CHROMIU
     await page.close();
   });
 
-  it("lets an admin read the queues, open a tenant's dead operation as text, and redrive it", async () => {
+  it("lets an admin read the queues, list every tenant's dead operations, open one as text, and redrive it", async () => {
     const page = await open();
     await signIn(page, KEYS.admin);
     await page.locator('#who').filter({ hasText: 'admin key' }).waitFor();
@@ -125,8 +130,19 @@ describe.skipIf(!hasChromium)(`the dashboard in Chromium (skipped when ${CHROMIU
     await page.locator('td', { hasText: 'later' }).waitFor();
     expect(await page.locator('tbody tr td.state-queued').count()).toBe(1);
 
-    // North's dead operations, then the one whose id is markup.
-    await page.goto(`${base}/dashboard#/operations?tenant=north&state=dead`);
+    // Every tenant's dead operations, from the home page, then the one whose id is markup.
+    await page.goto(`${base}/dashboard#/`);
+    await page.getByRole('link', { name: 'Dead operations', exact: true }).click();
+    await page.getByRole('heading', { name: 'Operations dead, every tenant' }).waitFor();
+    const dead = page.locator('tbody tr');
+    expect(await dead.count()).toBe(2);
+    expect(await dead.locator('td:first-child').allTextContents()).toEqual(['north', 'south']);
+    expect(await dead.locator('td.state-dead').count()).toBe(2);
+    // Only the states an operator acts on are offered without a tenant.
+    expect(await page.locator('select[name=state] option').allTextContents()).toEqual([
+      'dead',
+      'needs_reconciliation',
+    ]);
     const idLink = page.getByRole('link', { name: MARKUP_ID, exact: true });
     await idLink.waitFor();
     expect(await page.locator('svg').count()).toBe(0);

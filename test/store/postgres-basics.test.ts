@@ -122,6 +122,7 @@ describe('migrations', () => {
         { version: 32, name: 'refusals_write_nothing' },
         { version: 33, name: 'finish_reads_journal_after_lock' },
         { version: 34, name: 'claim_last_chance' },
+        { version: 35, name: 'attention_across_tenants' },
       ]);
       const fns = await client.query(
         `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace

@@ -87,6 +87,41 @@ describe('the SQLite index of settled operations by tenant', () => {
     );
   });
 
+  it("finds every tenant's dead and needs_reconciliation operations through their own index", async () => {
+    const byName = new Map(indexes(store).map((i) => [i.name, i.sql]));
+    expect(byName.get('operations_attention')).toMatch(/WHERE state IN \('dead', 'needs_reconciliation'\)/);
+    for (const state of ['dead', 'needs_reconciliation'] as const)
+      for (const p of [{}, { kind: 'charge' }, { after: 7, maxBytes: 100 }]) {
+        const across = plan(store, { ...p, state, limit: 10 });
+        expect(across).toMatch(/SEARCH operations USING INDEX operations_attention \(state=\? AND seq>\?\)/);
+        // A tenant named, its own settled index, as before.
+        expect(plan(store, { ...p, tenant: 'North', state, limit: 10 })).toContain(
+          'operations_tenant_settled',
+        );
+      }
+    // Another settled state across tenants is not in it: read in order from the cursor.
+    expect(plan(store, { state: 'succeeded', limit: 10 })).not.toContain('operations_attention');
+    // And what it finds is every tenant's, in acceptance order.
+    await store.operationSubmitMany([
+      submitParams({ id: 'n1' }),
+      submitParams({ tenant: 'South', id: 's1' }),
+      submitParams({ id: 'n2' }),
+    ]);
+    const rows = await claim(store, { limit: 3 });
+    await store.attemptFinishMany(
+      rows.map((r) =>
+        r.id === 'n2'
+          ? { lease: leaseOf(r), outcome: 'succeeded' as const, result: 1 }
+          : { lease: leaseOf(r), outcome: 'dead' as const, error: BOOM },
+      ),
+    );
+    const dead = await store.operationList({ state: 'dead', limit: 10 });
+    expect(dead.map((r) => [r.tenant, r.id])).toEqual([
+      ['North', 'n1'],
+      ['South', 's1'],
+    ]);
+  });
+
   it('replaces the full index of a file from before version 13, and lists the same', async () => {
     const db = store.context.db;
     await store.operationSubmitMany([

@@ -15,7 +15,7 @@ import type { OperationState } from '../../core/states.js';
 import type { Include, Sluice } from '../../sluice.js';
 import { pollAfterSeconds } from '../poll-hint.js';
 import { ApiError } from '../problem.js';
-import { principalOf, tenantFor } from '../route-config.js';
+import { listedTenantFor, principalOf, tenantFor } from '../route-config.js';
 import {
   cancelQuerySchema,
   cancelResponseSchema,
@@ -199,8 +199,10 @@ export function operationRoutes(
         summary: 'List operations',
         description:
           "The tenant's own operations in acceptance order, one page at a time: at most `limit`, and about " +
-          '1 MiB of inputs, results and errors. By default, at most 2 listings of a tenant (or of an admin key) in progress ' +
-          'on a server (`http.maxListingsPerTenant`): one more is `429 too-many-listings`.',
+          '1 MiB of inputs, results and errors. An admin key names the tenant (`tenant`), or names none to list every ' +
+          "tenant's operations waiting for an operator: `state=dead` or `state=needs_reconciliation` (any other state " +
+          'without a tenant is `400 invalid-argument`). By default, at most 2 listings of a tenant (or of an admin key) ' +
+          'in progress on a server (`http.maxListingsPerTenant`): one more is `429 too-many-listings`.',
         operationId: 'listOperations',
         tags: ['operations'],
         querystring: listQuerySchema,
@@ -209,8 +211,8 @@ export function operationRoutes(
       config: { auth: 'any', problems: ['invalid-argument', 'too-many-listings', 'store-unavailable'] },
     },
     async (request) => {
-      const tenant = tenantFor(request);
       const q = request.query as { state?: OperationState; kind?: string; cursor?: string; limit?: number };
+      const tenant = listedTenantFor(request, q.state);
       const principal = principalOf(request);
       const list = async () => {
         const page = await sluice.list({

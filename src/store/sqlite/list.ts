@@ -15,8 +15,10 @@
  * - a tenant's `queued`, through the ready index, whose entries lead with the class: the classes
  *   with work waiting are found one seek each (a skip scan: a handful, never a tenant's rows), then
  *   the tenant's entries in each, as many as its `maxWaiting` lets wait.
- * Without a tenant, `queued` is read in `seq` order from the cursor: the ready index would be read
- * whole, every tenant's waiting operations, before the first row could be returned.
+ * Without a tenant, `dead` and `needs_reconciliation` are read through their own index across
+ * tenants (migration 35), and `queued` in `seq` order from the cursor: the ready index would be
+ * read whole, every tenant's waiting operations, before the first row could be returned. The
+ * other settled states, without a tenant, are read in `seq` order too (the CLI's listing).
  * Without a state, a tenant's listing reads a page after the cursor from each state's index as
  * above, and keeps the first of those: at most a page per state, not the tenant's rows. A filter
  * by kind is applied inside each, so a kind the tenant seldom uses still reads through its rows
@@ -28,6 +30,10 @@ import type { ListParams } from '../types.js';
 
 /** The WHERE of the settled-state index, word for word (migrations/0013_tenant_settled.sql). */
 const SETTLED = "state NOT IN ('queued', 'running')";
+
+/** The WHERE of the index across tenants of the states an operator acts on (migration 35). */
+const ATTENTION = "state IN ('dead', 'needs_reconciliation')";
+const ATTENTION_STATES: readonly OperationState[] = ['dead', 'needs_reconciliation'];
 
 /**
  * The classes with an operation waiting, one seek of the ready index each: a recursive CTE stands
@@ -53,6 +59,7 @@ function filtered(p: ListParams, state: OperationState | undefined): { from: str
     // index only for a query whose WHERE says its condition in so many words.
     where.push(`state = '${state}'`);
     if (isTerminal(state)) where.push(SETTLED);
+    if (p.tenant === undefined && ATTENTION_STATES.includes(state)) where.push(ATTENTION);
     if (state === 'running') from = 'operations INDEXED BY operations_leases';
     if (state === 'queued' && p.tenant !== undefined) {
       from = 'operations INDEXED BY operations_ready';

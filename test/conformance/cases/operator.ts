@@ -104,6 +104,9 @@ export function operatorCases(t: CaseRegistry): void {
         expect(await ids({ tenant: 'South', state: 'queued' })).toEqual(['South/s-queued']);
         expect(await ids({ tenant: 'South', state: 'running' })).toEqual([]);
         expect(await ids({ state: 'dead' })).toEqual(['North/dead', 'South/s-dead']);
+        // Every tenant's operations waiting for an operator (SQLite: through their own index).
+        expect(await ids({ state: 'needs_reconciliation' })).toEqual(['North/needs_reconciliation']);
+        expect(await ids({ state: 'dead', kind: 'refund' })).toEqual(['South/s-dead']);
         expect(await ids({ tenant: 'South', state: 'dead', kind: 'refund' })).toEqual(['South/s-dead']);
         expect(await ids({ tenant: 'North', state: 'dead', kind: 'refund' })).toEqual([]);
         expect(await ids({ kind: 'refund' })).toEqual(['South/s-dead', 'South/s-queued']);
@@ -121,7 +124,7 @@ export function operatorCases(t: CaseRegistry): void {
         }
         expect(paged).toEqual(all.map((r) => r.id));
         expect(new Set(paged)).toEqual(new Set(north));
-        // A settled state a page at a time, too (on SQLite, through the settled-state index).
+        // A state across tenants a page at a time, too (on SQLite, through the index of migration 35).
         const firstPage = await store.operationList({ state: 'dead', limit: 1 });
         expect(firstPage.map((r) => r.id)).toEqual(['dead']);
         const next = await store.operationList({ state: 'dead', after: firstPage[0]!.seq, limit: 1 });
