@@ -57,7 +57,9 @@ export {
   type CancelResult,
   type Include,
   type ListRequest,
+  MAX_REDRIVE_MANY,
   type OperationReference,
+  type RedriveManyResult,
   Sluice,
 } from './sluice.js';
 export type { MigrationStatus } from './store/migrations.js';

@@ -21,9 +21,11 @@ import {
   OperationConflict,
   OperationExpired,
   OperationNotFound,
+  type SluiceError,
   StoreError,
   WaitTimeout,
 } from './core/errors/index.js';
+import { assertOperationId, assertTenant } from './core/identity.js';
 import { ListCursors } from './core/list-cursor.js';
 import { type Operation, toOperation } from './core/operation.js';
 import { isTerminal, OPERATION_STATES, type OperationState } from './core/states.js';
@@ -66,6 +68,14 @@ export interface ListRequest {
   /** 1–500. Default 50. */
   limit?: number;
 }
+
+/** The most operations one `redriveMany` call takes. */
+export const MAX_REDRIVE_MANY = 100;
+
+/** One operation's answer in `redriveMany`: queued again, or the error `redrive` would have thrown. */
+export type RedriveManyResult =
+  | { tenant: string; id: string; ok: true; operation: Operation }
+  | { tenant: string; id: string; ok: false; error: SluiceError };
 
 export interface CancelResult {
   operation: Operation;
@@ -437,6 +447,41 @@ export class Sluice {
     this.wakeup.notify(row.class);
     this.changed(ref.tenant, ref.id);
     return toOperation(row);
+  }
+
+  /**
+   * Redrives many dead operations, each as `redrive` does, one after another, all recorded with
+   * the same who and why: the dead letters an outage left, once its cause is fixed. Each is
+   * answered in its place: one that is not `dead` (any more), not there, or not a valid reference
+   * is refused (`ok: false`) without refusing the others. The call itself rejects when it cannot
+   * be made (not an array, more than `MAX_REDRIVE_MANY`, who or why not valid: nothing redriven)
+   * or when the store fails; then those before the failure were redriven: send the same
+   * references again, and those answer `operation-state-invalid` (they are queued).
+   *
+   * Like `redrive`, it is not held to the tenants' waiting caps: an operator's decision.
+   */
+  async redriveMany(
+    refs: ReadonlyArray<{ tenant: string; id: string }>,
+    who: { by: string; reason: string },
+  ): Promise<RedriveManyResult[]> {
+    if (!Array.isArray(refs)) throw new InvalidArgument('refs must be an array of { tenant, id }');
+    if (refs.length > MAX_REDRIVE_MANY)
+      throw new InvalidArgument(`at most ${MAX_REDRIVE_MANY} operations in one call, got ${refs.length}`);
+    assertRecorded(who);
+    const results: RedriveManyResult[] = [];
+    for (const ref of refs as unknown[]) {
+      const { tenant, id } = (typeof ref === 'object' && ref !== null ? ref : {}) as Record<string, unknown>;
+      try {
+        assertTenant(tenant);
+        assertOperationId(id);
+        results.push({ tenant, id, ok: true, operation: await this.redrive({ tenant, id }, who) });
+      } catch (error) {
+        if (!isSluiceError(error) || isStoreError(error)) throw error;
+        const text = (v: unknown) => (typeof v === 'string' ? v : '');
+        results.push({ tenant: text(tenant), id: text(id), ok: false, error });
+      }
+    }
+    return results;
   }
 
   /**

@@ -157,9 +157,29 @@ async function operationsView(params) {
     ),
   );
   const headings = ['id', 'kind', 'state', 'attempt', 'accepted', 'error'];
+  const dead = page.operations.filter((op) => op.state === 'dead');
+  // The dead letters of this page back to the queue in one call (POST /v1/redrives), each recorded.
+  const redrive =
+    admin && dead.length > 0
+      ? el(
+          'div',
+          { id: 'page-actions' },
+          actionForm(`Redrive the ${dead.length} dead on this page`, async (reason) => {
+            const { results } = await api('POST', '/v1/redrives', {
+              body: { reason, operations: dead.map((op) => ({ tenant: op.tenant, id: op.id })) },
+            });
+            const refused = results.filter((r) => !r.ok);
+            if (refused.length > 0)
+              throw new Error(
+                `${refused.length} not redriven: ${refused.map((r) => `${r.tenant}/${r.id} (${r.code})`).join(', ')}`,
+              );
+          }),
+        )
+      : null;
   return [
     el('h2', {}, across ? `Operations ${state}, every tenant` : `Operations of ${tenant}`),
     filters,
+    redrive,
     table(across ? ['tenant', ...headings] : headings, rows, 'No operation on this page.'),
     page.nextCursor
       ? el(

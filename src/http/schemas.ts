@@ -11,6 +11,7 @@
 import { OPERATION_STATES } from '../core/states.js';
 import { MAX_BY_CHARS, MAX_REASON_CHARS } from '../core/stored-text.js';
 import { KIND_NAME } from '../runtime/kinds.js';
+import { MAX_REDRIVE_MANY } from '../sluice.js';
 
 export type JsonSchema = Record<string, unknown>;
 
@@ -366,6 +367,59 @@ export const redriveBodySchema: JsonSchema = {
   required: ['reason'],
   additionalProperties: false,
   properties: who,
+};
+
+/** POST /v1/redrives: dead operations of any tenants, named one by one. */
+export const redriveManyBodySchema: JsonSchema = {
+  type: 'object',
+  required: ['operations', 'reason'],
+  additionalProperties: false,
+  properties: {
+    operations: {
+      type: 'array',
+      minItems: 1,
+      maxItems: MAX_REDRIVE_MANY,
+      items: {
+        type: 'object',
+        required: ['tenant', 'id'],
+        additionalProperties: false,
+        properties: {
+          tenant: { type: 'string', pattern: TENANT_PATTERN },
+          id: { type: 'string', pattern: OPERATION_ID_PATTERN },
+        },
+      },
+      description: `The operations to redrive, 1 to ${MAX_REDRIVE_MANY}, each \`{tenant, id}\`, redriven in this order.`,
+    },
+    ...who,
+  },
+};
+
+export const redriveManyResponseSchema: JsonSchema = {
+  type: 'object',
+  required: ['results'],
+  properties: {
+    results: {
+      type: 'array',
+      description: 'One per operation named, in its place.',
+      items: {
+        type: 'object',
+        required: ['tenant', 'id', 'ok'],
+        properties: {
+          tenant: { type: 'string' },
+          id: { type: 'string' },
+          ok: { type: 'boolean', description: 'True: queued again, with a fresh attempt count.' },
+          state: { type: 'string', description: 'With `ok`: the state it is in now, `queued`.' },
+          code: {
+            type: 'string',
+            description:
+              'Without `ok`: why it was not redriven, `operation-not-found` or `operation-state-invalid` (it is ' +
+              'not `dead`, for example already queued by an earlier call).',
+          },
+          detail: { type: 'string', description: 'Without `ok`: the refusal in words.' },
+        },
+      },
+    },
+  },
 };
 
 export const reconcileBodySchema: JsonSchema = {

@@ -7,7 +7,9 @@
  * - `reconcile --effect name=committed` needs the provider's answer as JSON, which a requeued
  *   handler gets back (a bare `committed` journaled `null`), and `--reference` keeps the
  *   provider's reference;
- * - a missing operation and an unknown resolution fail with their stable codes.
+ * - a missing operation and an unknown resolution fail with their stable codes;
+ * - `redrive-dead` lists (`--dry-run`) and redrives every tenant's dead operations, or those a
+ *   tenant, kind or error code names, oldest first and at most `--limit`, each recorded.
  */
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -184,5 +186,112 @@ describe('sluice ops errors carry their codes', () => {
       1,
       'sluice: invalid-argument: --resolution must be requeue, succeeded or failed, not "bogus"\n',
     ]);
+  });
+});
+
+describe('sluice ops redrive-dead', () => {
+  it("lists, then redrives, every tenant's dead operations or those a filter names, oldest first", async () => {
+    h = await harness();
+    let down = true;
+    h.sluice.define('job', {
+      input: z.object({ odd: z.boolean() }),
+      limits: { maxAttempts: 1 },
+      run: (input) => {
+        // Not JSON: refused, and dead at once with a code of its own (result-not-json).
+        if (input.odd) return new Map() as unknown as string;
+        if (down) throw new Error('the dependency is down');
+        return 'done';
+      },
+    });
+    const submitted = [
+      ['north', 'n1', false],
+      ['south', 's1', false],
+      ['north', 'odd', true],
+      ['north', 'n2', false],
+    ] as const;
+    for (const [tenant, id, odd] of submitted)
+      await h.sluice.submit({ tenant, id, kind: 'job', input: { odd } });
+    const worker = h.worker();
+    worker.start();
+    for (const [tenant, id] of submitted)
+      expect((await h.sluice.wait({ tenant, id })).state).not.toBe('queued');
+    await worker.stop();
+    const stateOf = async (tenant: string, id: string) => (await h!.sluice.get({ tenant, id }))?.state;
+    expect(await Promise.all(submitted.map(([t, i]) => stateOf(t, i)))).toEqual([
+      'dead',
+      'dead',
+      'dead',
+      'dead',
+    ]);
+    expect((await h.sluice.get({ tenant: 'north', id: 'odd' }))?.error?.code).toBe('result-not-json');
+
+    // A dry run redrives nothing; the code filter leaves the refused result's out.
+    const dry = await cli(h.dbPath, [
+      'ops',
+      'redrive-dead',
+      '--reason',
+      'the dependency is back',
+      '--code',
+      'attempts-exhausted',
+      '--dry-run',
+    ]);
+    expect(dry.status).toBe(0);
+    expect(
+      dry.stdout
+        .split('\n')
+        .filter((l) => /^(north|south) /.test(l))
+        .map((l) => l.split(/\s+/).slice(0, 2)),
+    ).toEqual([
+      ['north', 'n1'],
+      ['south', 's1'],
+      ['north', 'n2'],
+    ]);
+    expect(dry.stdout).toContain('would redrive 3\n');
+    expect(await stateOf('north', 'n1')).toBe('dead');
+
+    // At most --limit, oldest first, and says more match.
+    const bad = await cli(h.dbPath, ['ops', 'redrive-dead', '--reason', 'r', '--limit', '0']);
+    expect([bad.status, bad.stderr]).toEqual([
+      1,
+      'sluice: invalid-argument: --limit must be a whole number from 1 to 10000, not 0\n',
+    ]);
+    const first = await cli(
+      h.dbPath,
+      ['ops', 'redrive-dead', '--reason', 'the dependency is back', '--limit', '1'],
+      {
+        SLUICE_OPERATOR: 'alice',
+      },
+    );
+    expect(first).toMatchObject({
+      status: 0,
+      stdout: 'north/n1: queued\n\nredrove 1 of 1; more match: run it again\n',
+    });
+    const rest = await cli(h.dbPath, [
+      'ops',
+      'redrive-dead',
+      '--reason',
+      'the dependency is back',
+      '--tenant',
+      'south',
+    ]);
+    expect(rest).toMatchObject({ status: 0, stdout: 'south/s1: queued\n\nredrove 1 of 1\n' });
+    expect(await Promise.all(submitted.map(([t, i]) => stateOf(t, i)))).toEqual([
+      'queued',
+      'queued',
+      'dead',
+      'dead',
+    ]);
+    const events = await h.sluice.get({ tenant: 'north', id: 'n1' }, { include: ['events'] });
+    expect(events?.events).toMatchObject([
+      { action: 'redrive', by: 'alice', reason: 'the dependency is back' },
+    ]);
+
+    down = false;
+    h.worker().start();
+    for (const [tenant, id] of [
+      ['north', 'n1'],
+      ['south', 's1'],
+    ])
+      expect((await h.sluice.wait({ tenant: tenant!, id: id! })).state).toBe('succeeded');
   });
 });

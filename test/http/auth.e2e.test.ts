@@ -280,7 +280,7 @@ describe('auth over loopback', () => {
     expect(runs).toBe(1);
   });
 
-  it("an admin key lists every tenant's dead letters, and names a tenant for any other listing", async () => {
+  it("an admin key lists every tenant's dead letters, names a tenant for any other listing, and redrives them", async () => {
     r = await rig({
       define(sluice) {
         sluice.define('doomed', {
@@ -347,6 +347,68 @@ describe('auth over loopback', () => {
       ]);
       expect(refused.json.detail).toMatch(/state=dead or \?state=needs_reconciliation/);
     }
+
+    // The page listed, back to the queue in one call: each answered in its place.
+    const operations = dead.json.operations.map((o: { tenant: string; id: string }) => ({
+      tenant: o.tenant,
+      id: o.id,
+    }));
+    const before = await r.snapshot();
+    const byTenant = await r.call('POST', '/v1/redrives', {
+      key: KEYS.north,
+      body: { reason: 'back', operations },
+    });
+    expect([byTenant.status, byTenant.json.code]).toEqual([403, 'forbidden']);
+    const tooMany = await r.call('POST', '/v1/redrives', {
+      key: KEYS.admin,
+      body: { reason: 'back', operations: Array.from({ length: 101 }, () => operations[0]) },
+    });
+    expect([tooMany.status, tooMany.json.code, tooMany.json.errors?.[0]?.pointer]).toEqual([
+      422,
+      'request-invalid',
+      '#/operations',
+    ]);
+    expect(await r.snapshot()).toEqual(before);
+    const redriven = await r.call('POST', '/v1/redrives', {
+      key: KEYS.admin,
+      body: {
+        reason: 'the upstream is back',
+        operations: [...operations, { tenant: 'south', id: 'nowhere' }],
+      },
+    });
+    expect([redriven.status, redriven.json.results]).toEqual([
+      200,
+      [
+        { tenant: 'north', id: 'N1', ok: true, state: 'queued' },
+        { tenant: 'south', id: 'S1', ok: true, state: 'queued' },
+        { tenant: 'north', id: 'N2', ok: true, state: 'queued' },
+        {
+          tenant: 'south',
+          id: 'nowhere',
+          ok: false,
+          code: 'operation-not-found',
+          detail: expect.stringContaining('nowhere'),
+        },
+      ],
+    ]);
+    // Sent again: nothing is dead any more, and nothing changes.
+    const again = await r.call('POST', '/v1/redrives', {
+      key: KEYS.admin,
+      body: { reason: 'the upstream is back', operations },
+    });
+    expect(again.json.results.map((x: { ok: boolean; code?: string }) => [x.ok, x.code])).toEqual([
+      [false, 'operation-state-invalid'],
+      [false, 'operation-state-invalid'],
+      [false, 'operation-state-invalid'],
+    ]);
+    const s1 = await r.call('GET', '/v1/operations/S1?include=events', { key: KEYS.south });
+    expect([s1.json.state, s1.json.events]).toMatchObject([
+      'queued',
+      [{ action: 'redrive', by: 'operator', reason: 'the upstream is back' }],
+    ]);
+    expect((await r.call('GET', '/v1/operations?state=dead', { key: KEYS.admin })).json.operations).toEqual(
+      [],
+    );
   });
 
   it('keys and bodies never reach the log; each request is one line with tenant and operation', async () => {

@@ -1,7 +1,7 @@
 /**
  * The dashboard in Debian's Chromium, against a real server on a SQLite file with a worker: an
  * operator signs in with the admin key, reads the queues, lists every tenant's dead operations,
- * opens one and redrives it; a tenant signs in with its own key and reads its usage and a charge's journal; a
+ * opens one and redrives it, then redrives the rest from the listing; a tenant signs in with its own key and reads its usage and a charge's journal; a
  * live view shows work submitted after it was read. An id and an input written as markup stay
  * text (no script of theirs runs), a wrong key is answered on the page, and the page requests
  * nothing but its own server. In CI (.ci/run installs the browser) a missing Chromium is a
@@ -168,6 +168,21 @@ describe.skipIf(!hasChromium)(`the dashboard in Chromium (skipped when ${CHROMIU
       { action: 'redrive', by: 'admin#1', reason: 'the upstream is back' },
     ]);
     await page.locator('td', { hasText: 'the upstream is back' }).waitFor();
+
+    // What is left dead, every tenant's: south's, back to the queue from the listing in one go.
+    await page.goto(`${base}/dashboard#/operations?state=dead`);
+    await page.getByRole('heading', { name: 'Operations dead, every tenant' }).waitFor();
+    expect(await page.locator('tbody tr td:first-child').allTextContents()).toEqual(['south']);
+    await page.fill('#page-actions input[name=reason]', 'the whole upstream is back');
+    await page.click('#page-actions button[type=submit]');
+    await page.locator('p.muted', { hasText: 'No operation on this page.' }).waitFor();
+    const south = await r.call('GET', '/v1/operations/south-dead?tenant=south&include=events', {
+      key: KEYS.admin,
+    });
+    expect([south.json.state, south.json.events]).toMatchObject([
+      'queued',
+      [{ action: 'redrive', by: 'admin#1', reason: 'the whole upstream is back' }],
+    ]);
     await page.close();
   });
 

@@ -191,6 +191,7 @@ describe('GET /openapi.json', () => {
         'POST /v1/operations/{id}/cancel',
         'POST /v1/operations/{id}/reconcile',
         'POST /v1/operations/{id}/redrive',
+        'POST /v1/redrives',
       ].sort(),
     );
   });
@@ -212,6 +213,10 @@ describe('GET /openapi.json', () => {
       listOperations: { key: KEYS.north },
       cancelOperation: { key: KEYS.north },
       redriveOperation: { key: KEYS.admin, query: 'tenant=north&', body: { reason: 'r' } },
+      redriveOperations: {
+        key: KEYS.admin,
+        body: { reason: 'r', operations: [{ tenant: 'north', id: 'o1' }] },
+      },
       reconcileOperation: {
         key: KEYS.admin,
         query: 'tenant=north&',

@@ -11,7 +11,7 @@ import type { Operation } from '../../core/operation.js';
 import type { OperationState } from '../../core/states.js';
 import { assertRecordedText, isStoredText, MAX_BY_CHARS } from '../../core/stored-text.js';
 import { MAX_REFERENCE_CHARS } from '../../effects/run-effect.js';
-import { Sluice } from '../../sluice.js';
+import { MAX_REDRIVE_MANY, Sluice } from '../../sluice.js';
 import type { ReconcileEffect } from '../../store/types.js';
 import {
   assertMigrated,
@@ -64,7 +64,11 @@ function table(ops: Operation[]): string {
 }
 
 export function opsCommand(program: Command): void {
-  const ops = program.command('ops').description('inspect operations, and cancel, redrive or reconcile one');
+  const ops = program
+    .command('ops')
+    .description(
+      'inspect operations, and cancel, redrive or reconcile one; redrive the dead ones an outage left',
+    );
   ops
     .command('list')
     .description('list operations in acceptance order')
@@ -133,6 +137,47 @@ export function opsCommand(program: Command): void {
       },
     );
   ops
+    .command('redrive-dead')
+    .description(
+      'put dead operations back in the queue, each recorded as a redrive: those an outage left, ' +
+        'once its cause is fixed (every tenant, or one; by kind and error code)',
+    )
+    .requiredOption('--reason <text>', 'why (kept with each operation)')
+    .option('--tenant <tenant>', 'only this tenant')
+    .option('--kind <kind>', 'only this kind')
+    .option(
+      '--code <code>',
+      "only those whose error has this code (attempts-exhausted leaves a crash loop's out)",
+    )
+    .option('--limit <n>', 'at most this many, oldest first (1–10000)', '100')
+    .option('--dry-run', 'list them, redrive nothing')
+    .option('--by <who>', 'who (default: $SLUICE_OPERATOR or $USER)')
+    .option(...STORE_OPTIONS.db)
+    .option(...STORE_OPTIONS.config)
+    .action(async (opts: RedriveDeadFlags) => {
+      const who = operator(opts.by);
+      const limit = countFrom('--limit', opts.limit, MAX_REDRIVE_DEAD);
+      await withSluice(opts, async (sluice) => {
+        const { found, more } = await deadOnes(sluice, opts, limit);
+        if (opts.dryRun) {
+          console.log(found.length ? table(found) : '(no dead operations match)');
+          console.log(`\nwould redrive ${found.length}${more ? '; more match (--limit)' : ''}`);
+          return;
+        }
+        let redriven = 0;
+        for (let at = 0; at < found.length; at += MAX_REDRIVE_MANY) {
+          const refs = found.slice(at, at + MAX_REDRIVE_MANY).map((o) => ({ tenant: o.tenant, id: o.id }));
+          for (const r of await sluice.redriveMany(refs, { by: who, reason: opts.reason })) {
+            if (r.ok) redriven++;
+            console.log(
+              `${r.tenant}/${r.id}: ${r.ok ? r.operation.state : `not redriven (${r.error.code})`}`,
+            );
+          }
+        }
+        console.log(`\nredrove ${redriven} of ${found.length}${more ? '; more match: run it again' : ''}`);
+      });
+    });
+  ops
     .command('reconcile <tenant> <id>')
     .description('resolve an operation waiting in needs_reconciliation (recorded)')
     .requiredOption('--resolution <r>', 'requeue, succeeded or failed')
@@ -200,6 +245,55 @@ export function opsCommand(program: Command): void {
         console.log(JSON.stringify(op, null, 2));
       });
     });
+}
+
+/** The most dead operations one `ops redrive-dead` gathers and redrives. */
+const MAX_REDRIVE_DEAD = 10_000;
+
+interface RedriveDeadFlags extends StoreFlags {
+  reason: string;
+  tenant?: string;
+  kind?: string;
+  code?: string;
+  limit: string;
+  dryRun?: boolean;
+  by?: string;
+}
+
+/**
+ * The dead operations that match, oldest first, up to `limit`, gathered before any is redriven:
+ * a listing paged while its operations leave the state would skip some. `more`: others match.
+ */
+async function deadOnes(
+  sluice: Sluice,
+  opts: RedriveDeadFlags,
+  limit: number,
+): Promise<{ found: Operation[]; more: boolean }> {
+  const found: Operation[] = [];
+  for (let cursor: string | undefined; ; ) {
+    const page = await sluice.list({
+      state: 'dead',
+      tenant: opts.tenant,
+      kind: opts.kind,
+      limit: 500,
+      cursor,
+    });
+    for (const op of page.operations) {
+      if (opts.code !== undefined && op.error?.code !== opts.code) continue;
+      if (found.length === limit) return { found, more: true };
+      found.push(op);
+    }
+    if (!page.nextCursor) return { found, more: false };
+    cursor = page.nextCursor;
+  }
+}
+
+/** A whole number from 1 to `max` given as a flag's text. */
+function countFrom(flag: string, text: string, max: number): number {
+  const n = /^\d+$/.test(text) ? Number(text) : Number.NaN;
+  if (!(n >= 1 && n <= max))
+    throw new InvalidArgument(`${flag} must be a whole number from 1 to ${max}, not ${text}`);
+  return n;
 }
 
 /**
