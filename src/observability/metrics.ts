@@ -30,7 +30,7 @@ import type { Worker } from '../runtime/worker.js';
 import type { Sluice } from '../sluice.js';
 import type { PostgresStore } from '../store/postgres/index.js';
 import type { Store } from '../store/store.js';
-import type { BudgetUsage, QueueStat, RetryBudgetStats } from '../store/types.js';
+import type { AwaitingOperatorStats, BudgetUsage, QueueStat, RetryBudgetStats } from '../store/types.js';
 import type { SluiceEventMap } from './events.js';
 
 export interface MetricsOptions {
@@ -91,7 +91,15 @@ interface Snapshot {
   spend: BudgetUsage[];
   rates: BudgetUsage[];
   retryBudget: RetryBudgetStats;
+  awaiting: AwaitingOperatorStats;
 }
+
+/**
+ * How far a scrape counts the operations waiting for an operator, per state: past it the gauge
+ * reads the cap (an alert on "any" fires all the same), and a scrape of a store with a million
+ * dead letters reads ten thousand index entries, not a million.
+ */
+export const AWAITING_OPERATOR_CAP = 10_000;
 
 /** Connections checked out of the PostgreSQL pool; SQLite holds one connection. */
 function dbConnectionsInUse(store: Store): number {
@@ -309,14 +317,15 @@ class PromMetrics implements Metrics {
       const store = source.sluice.store;
       try {
         const now = await store.now();
-        const [queues, classes, spend, rates, retryBudget] = await Promise.all([
+        const [queues, classes, spend, rates, retryBudget, awaiting] = await Promise.all([
           store.queueStats({ holdingWork: true }),
           store.classStats(),
           store.budgetUsage({ prefix: 'spend:', since: now }),
           store.budgetUsage({ prefix: 'rate:', since: now }),
           store.retryBudgetStats({ windowMs: this.retryWindowMs }),
+          store.awaitingOperatorStats({ cap: AWAITING_OPERATOR_CAP }),
         ]);
-        return { queues, classes, spend, rates, retryBudget };
+        return { queues, classes, spend, rates, retryBudget, awaiting };
       } catch {
         return null;
       }
@@ -387,6 +396,15 @@ class PromMetrics implements Metrics {
         const own = new Set(this.source?.sluice.definedKinds().map((k) => k.class));
         for (const c of s.classes)
           if (c.waiting > 0 || own.has(c.class)) g.set({ class: c.class }, c.waiting);
+      },
+    );
+    fromSnapshot(
+      'operations_awaiting_operator',
+      `Operations waiting for an operator, all tenants (all processes): dead, to redrive, and needs_reconciliation, to reconcile; counted up to ${AWAITING_OPERATOR_CAP.toLocaleString('en')} per state.`,
+      ['state'],
+      (g, s) => {
+        g.set({ state: 'dead' }, s.awaiting.dead);
+        g.set({ state: 'needs_reconciliation' }, s.awaiting.needsReconciliation);
       },
     );
     fromSnapshot(

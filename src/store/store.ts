@@ -19,6 +19,7 @@ import type { ErrorRecord } from '../core/errors/index.js';
 import type { MigrationStatus } from './migrations.js';
 import type {
   AttemptRow,
+  AwaitingOperatorStats,
   BudgetCharge,
   BudgetUsage,
   BudgetUsageParams,
@@ -108,6 +109,12 @@ export interface Store {
   queueStats(params?: QueueStatsParams): Promise<QueueStat[]>;
   /** Waiting operations per class, all tenants together (the class's global queue bound). */
   classStats(): Promise<Array<{ class: string; waiting: number }>>;
+  /**
+   * How many operations wait for an operator, every tenant's: `dead` (to redrive) and
+   * `needs_reconciliation` (to reconcile), each counted up to `cap` through the index of those
+   * states (migration 35 on SQLite), so a scrape costs at most `cap` index entries a state.
+   */
+  awaitingOperatorStats(params: { cap: number }): Promise<AwaitingOperatorStats>;
   /**
    * A secret the store made once, at its migration, for every process that shares it (hex):
    * `cursor`, the key of list cursors. Undefined for a name it does not keep.

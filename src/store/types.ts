@@ -401,3 +401,9 @@ export type EffectMarkParams = { lease: LeaseRef; name: string } & (
 
 /** One item's answer in a batch: its value, or the error it alone was refused with. */
 export type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };
+
+/** Operations waiting for an operator, every tenant's, each state counted up to a cap. */
+export interface AwaitingOperatorStats {
+  dead: number;
+  needsReconciliation: number;
+}

@@ -35,6 +35,7 @@ function engineOver(over: Record<string, unknown>): Sluice {
     classStats: async () => [],
     budgetUsage: async () => [],
     retryBudgetStats: async () => ({ firstAttempts: 0, retries: 0, denials: 0 }),
+    awaitingOperatorStats: async () => ({ dead: 0, needsReconciliation: 0 }),
     ...over,
   } as unknown as Store;
   return {
@@ -60,6 +61,7 @@ const FAMILIES = [
   'sluice_queue_waiting',
   'sluice_queue_running',
   'sluice_class_waiting',
+  'sluice_operations_awaiting_operator',
   'sluice_worker_running_attempts',
   'sluice_temp_bytes',
   'sluice_db_connections_in_use',
@@ -160,6 +162,8 @@ describe('GET /metrics', () => {
       'sluice_queue_waiting{class="default",tenant="north"}': undefined,
       'sluice_queue_running{class="bulk",tenant="north"}': 0,
       'sluice_class_waiting{class="bulk"}': 1,
+      'sluice_operations_awaiting_operator{state="dead"}': 0,
+      'sluice_operations_awaiting_operator{state="needs_reconciliation"}': 0,
       'sluice_worker_running_attempts{class="slow"}': 1,
       sluice_temp_bytes: 0,
       sluice_db_connections_in_use: 1,
@@ -195,7 +199,7 @@ describe('GET /metrics', () => {
     await r.h.sluice.wait({ tenant: 'north', id: 'paid' });
   });
 
-  it('counts every end: a cancel while queued (once), a rescue that dead-letters', async () => {
+  it('counts every end: a cancel while queued (once), a rescue that dead-letters, and what waits for an operator', async () => {
     const clock = new FakeClock();
     const h = await harness({ clock });
     try {
@@ -225,7 +229,16 @@ describe('GET /metrics', () => {
         rescues: s.get('sluice_lease_rescues_total{to="dead"}'),
         cancelledSeconds: s.get('sluice_operation_end_to_end_seconds_sum{kind="note",state="cancelled"}'),
         deadSeconds: s.get('sluice_operation_end_to_end_seconds_sum{kind="note",state="dead"}'),
-      }).toEqual({ cancelled: 1, dead: 1, rescues: 1, cancelledSeconds: 1.5, deadSeconds: 2 });
+        awaiting: s.get('sluice_operations_awaiting_operator{state="dead"}'),
+      }).toEqual({ cancelled: 1, dead: 1, rescues: 1, cancelledSeconds: 1.5, deadSeconds: 2, awaiting: 1 });
+      // Redriven, it no longer waits for an operator: the gauge says what is left, the counter
+      // what happened.
+      await h.sluice.redrive({ tenant: 'North', id: 'lost' }, { by: 'ops', reason: 'back' });
+      const after = samples(await metrics.scrape());
+      expect([
+        after.get('sluice_operations_awaiting_operator{state="dead"}'),
+        after.get('sluice_operations_finished_total{kind="note",state="dead"}'),
+      ]).toEqual([0, 1]);
       unbind();
     } finally {
       await h.close();

@@ -7,7 +7,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { TENANT_USAGE_SQL, USAGE_SQL } from '../../src/store/sqlite/budgets.js';
 import type { SqliteStore } from '../../src/store/sqlite/index.js';
-import { listParams, listSql } from '../../src/store/sqlite/list.js';
+import { AWAITING_OPERATOR_SQL, listParams, listSql } from '../../src/store/sqlite/list.js';
 import { BOOM, claim, leaseOf, submitParams } from '../conformance/fixtures.js';
 import { type SqliteFixture, sqliteFixture } from '../conformance/sqlite-fixture.js';
 
@@ -99,6 +99,14 @@ describe('the SQLite index of settled operations by tenant', () => {
           'operations_tenant_settled',
         );
       }
+    // What a metrics scrape counts of them, through it too, never the table.
+    const counted = (
+      store.context.db.prepare(`EXPLAIN QUERY PLAN ${AWAITING_OPERATOR_SQL}`).all({ cap: 10 }) as Array<{
+        detail: string;
+      }>
+    ).map((r) => r.detail);
+    expect(counted.filter((d) => d.includes('operations_attention (state=?)'))).toHaveLength(2);
+    expect(counted.filter((d) => /SCAN operations\b(?! USING)/.test(d))).toEqual([]);
     // Another settled state across tenants is not in it: read in order from the cursor.
     expect(plan(store, { state: 'succeeded', limit: 10 })).not.toContain('operations_attention');
     // And what it finds is every tenant's, in acceptance order.

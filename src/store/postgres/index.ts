@@ -197,6 +197,16 @@ export function postgresStore(options: PostgresOptions): PostgresStore {
            FROM (SELECT class, waiting FROM {s}.classes UNION ALL SELECT class, waiting FROM {s}.class_deltas) c
           GROUP BY c.class ORDER BY c.class`,
       ),
+    awaitingOperatorStats: async ({ cap }) => {
+      // Through the index of the settled states by acceptance order (version 1).
+      const [row] = await ctx.query<{ dead: number; needs_reconciliation: number }>(
+        `SELECT (SELECT count(*) FROM (SELECT 1 FROM {s}.operations WHERE state = 'dead' LIMIT $1) d)::integer AS dead,
+                (SELECT count(*) FROM (SELECT 1 FROM {s}.operations WHERE state = 'needs_reconciliation' LIMIT $1) n)::integer
+                  AS needs_reconciliation`,
+        [cap],
+      );
+      return { dead: row!.dead, needsReconciliation: row!.needs_reconciliation };
+    },
     secret: async (name) =>
       (await ctx.query<{ value: string }>('SELECT value FROM {s}.secrets WHERE name = $1', [name]))[0]?.value,
     operationClaimMany: (p) => claimMany(ctx, p),

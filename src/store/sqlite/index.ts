@@ -12,7 +12,7 @@ import { systemClock } from '../../core/clock.js';
 import { InvalidArgument, StoreError } from '../../core/errors/index.js';
 import { storeClosed } from '../closed.js';
 import type { Store } from '../store.js';
-import type { LeaseRef, ListedOperation, ListParams, QueueStat } from '../types.js';
+import type { AwaitingOperatorStats, LeaseRef, ListedOperation, ListParams, QueueStat } from '../types.js';
 import { budgetUsage } from './budgets.js';
 import { BusyQueue } from './busy.js';
 import { claimMany } from './claim.js';
@@ -28,7 +28,7 @@ import {
 } from './effects.js';
 import { FileIdentity } from './file-identity.js';
 import { extendMany, finishMany } from './finish.js';
-import { listParams, listSql } from './list.js';
+import { AWAITING_OPERATOR_SQL, listParams, listSql } from './list.js';
 import { purge, rescue } from './maintenance.js';
 import { migrateSqlite, migrationStatusSqlite } from './migrate.js';
 import { cancel, reconcile, redrive } from './operator.js';
@@ -232,6 +232,8 @@ export function sqliteStore(options: SqliteOptions): SqliteStore {
             waiting: number;
           }>,
       ),
+    awaitingOperatorStats: ({ cap }) =>
+      resolve(() => ctx.read(() => ctx.stmt(AWAITING_OPERATOR_SQL).get({ cap })) as AwaitingOperatorStats),
     secret: (name) =>
       resolve(
         () =>

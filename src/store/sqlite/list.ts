@@ -36,6 +36,15 @@ const ATTENTION = "state IN ('dead', 'needs_reconciliation')";
 const ATTENTION_STATES: readonly OperationState[] = ['dead', 'needs_reconciliation'];
 
 /**
+ * Every tenant's operations in each of those states, counted up to `@cap` through their index:
+ * each state's condition and the index's, word for word.
+ */
+export const AWAITING_OPERATOR_SQL = `SELECT
+    (SELECT count(*) FROM (SELECT 1 FROM operations WHERE state = 'dead' AND ${ATTENTION} LIMIT @cap)) AS dead,
+    (SELECT count(*) FROM (SELECT 1 FROM operations WHERE state = 'needs_reconciliation' AND ${ATTENTION} LIMIT @cap))
+      AS needsReconciliation`;
+
+/**
  * The classes with an operation waiting, one seek of the ready index each: a recursive CTE stands
  * in for the skip scan SQLite's planner makes only with statistics it does not have here.
  */

@@ -53,6 +53,7 @@ export function closedCases(t: CaseRegistry): void {
           eventList: () => store.eventList(ref),
           queueStats: () => store.queueStats(),
           classStats: () => store.classStats(),
+          awaitingOperatorStats: () => store.awaitingOperatorStats({ cap: 10 }),
           secret: () => store.secret('cursor'),
           operationClaimMany: () =>
             store.operationClaimMany({ class: 'default', owner: 'w1', limit: 1, leaseMs: LEASE_MS }),

@@ -132,6 +132,27 @@ export function operatorCases(t: CaseRegistry): void {
       },
     );
 
+    g.test("counts every tenant's operations waiting for an operator, each state up to a cap", async (fx) => {
+      const { store } = fx;
+      expect(await store.awaitingOperatorStats({ cap: 10 })).toEqual({ dead: 0, needsReconciliation: 0 });
+      await oneOfEach(fx);
+      await store.operationSubmitMany([
+        submitParams({ tenant: 'South', id: 's-dead' }),
+        submitParams({ tenant: 'East', id: 'e-dead' }),
+      ]);
+      for (let n = 0; n < 2; n++) {
+        const row = await claimOne(store);
+        await store.attemptFinishMany([{ lease: leaseOf(row), outcome: 'dead', error: BOOM }]);
+      }
+      expect(await store.awaitingOperatorStats({ cap: 10 })).toEqual({ dead: 3, needsReconciliation: 1 });
+      // At the cap and under it: what a scrape reads is bounded, whatever the backlog.
+      expect(await store.awaitingOperatorStats({ cap: 3 })).toEqual({ dead: 3, needsReconciliation: 1 });
+      expect(await store.awaitingOperatorStats({ cap: 2 })).toEqual({ dead: 2, needsReconciliation: 1 });
+      // A redrive takes one out.
+      await store.operationRedrive({ tenant: 'South', id: 's-dead', by: 'ops', reason: 'back' });
+      expect(await store.awaitingOperatorStats({ cap: 10 })).toEqual({ dead: 2, needsReconciliation: 1 });
+    });
+
     g.test(
       'a listing bounded by bytes ends one row after the first that reaches the bound',
       async ({ store }) => {
