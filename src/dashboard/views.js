@@ -7,6 +7,9 @@ import { el, errorText, json, link, num, showProblem, stateCell, table } from '.
 const STATES = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'dead', 'needs_reconciliation'];
 const PAGE = 50;
 
+/** A count the API stops at 10,000 (GET /v1/queues): there, at least that many. */
+const count = (n) => (n >= 10_000 ? '10,000 or more' : n.toLocaleString('en'));
+
 /** An action changed the operation: the page reads its view again (app.js). */
 const changed = () => document.dispatchEvent(new Event('sluice:changed'));
 
@@ -54,13 +57,18 @@ async function homeView() {
     el('h2', {}, 'Waiting for an operator, every tenant'),
     el(
       'ul',
-      {},
-      el('li', {}, link('/operations', { state: 'dead' }, 'Dead operations'), ' (redrive them)'),
+      { id: 'awaiting' },
+      el(
+        'li',
+        {},
+        link('/operations', { state: 'dead' }, 'Dead operations'),
+        `: ${count(q.awaitingOperator.dead)} (redrive them)`,
+      ),
       el(
         'li',
         {},
         link('/operations', { state: 'needs_reconciliation' }, 'Operations needing reconciliation'),
-        ' (establish what the provider did)',
+        `: ${count(q.awaitingOperator.needsReconciliation)} (establish what the provider did)`,
       ),
     ),
     el('h2', {}, "A tenant's operations"),

@@ -527,7 +527,7 @@ const classCounts = {
 /** `GET /v1/queues`: the store's queue counters across every tenant (admin). */
 export const queuesResponseSchema: JsonSchema = {
   type: 'object',
-  required: ['classes', 'queues', 'queuesLeftOut'],
+  required: ['classes', 'queues', 'queuesLeftOut', 'awaitingOperator'],
   additionalProperties: false,
   properties: {
     classes: {
@@ -547,6 +547,15 @@ export const queuesResponseSchema: JsonSchema = {
       },
     },
     queuesLeftOut: { type: 'integer', description: 'Pairs holding work beyond the 500 listed.' },
+    awaitingOperator: {
+      type: 'object',
+      required: ['dead', 'needsReconciliation'],
+      additionalProperties: false,
+      description:
+        "Every tenant's operations waiting for an operator, each state counted up to 10,000 (10,000 means at " +
+        'least that many): `dead`, to redrive; `needsReconciliation`, to reconcile.',
+      properties: { dead: { type: 'integer' }, needsReconciliation: { type: 'integer' } },
+    },
   },
 };
 

@@ -30,7 +30,13 @@ import type { Worker } from '../runtime/worker.js';
 import type { Sluice } from '../sluice.js';
 import type { PostgresStore } from '../store/postgres/index.js';
 import type { Store } from '../store/store.js';
-import type { AwaitingOperatorStats, BudgetUsage, QueueStat, RetryBudgetStats } from '../store/types.js';
+import {
+  AWAITING_OPERATOR_CAP,
+  type AwaitingOperatorStats,
+  type BudgetUsage,
+  type QueueStat,
+  type RetryBudgetStats,
+} from '../store/types.js';
 import type { SluiceEventMap } from './events.js';
 
 export interface MetricsOptions {
@@ -93,13 +99,6 @@ interface Snapshot {
   retryBudget: RetryBudgetStats;
   awaiting: AwaitingOperatorStats;
 }
-
-/**
- * How far a scrape counts the operations waiting for an operator, per state: past it the gauge
- * reads the cap (an alert on "any" fires all the same), and a scrape of a store with a million
- * dead letters reads ten thousand index entries, not a million.
- */
-export const AWAITING_OPERATOR_CAP = 10_000;
 
 /** Connections checked out of the PostgreSQL pool; SQLite holds one connection. */
 function dbConnectionsInUse(store: Store): number {

@@ -402,6 +402,13 @@ export type EffectMarkParams = { lease: LeaseRef; name: string } & (
 /** One item's answer in a batch: its value, or the error it alone was refused with. */
 export type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };
 
+/**
+ * How far the metrics and `GET /v1/queues` count the operations waiting for an operator, per
+ * state: past it they read the cap, and a read of a store with a million dead letters reads ten
+ * thousand index entries, not a million.
+ */
+export const AWAITING_OPERATOR_CAP = 10_000;
+
 /** Operations waiting for an operator, every tenant's, each state counted up to a cap. */
 export interface AwaitingOperatorStats {
   dead: number;

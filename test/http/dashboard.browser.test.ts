@@ -130,8 +130,14 @@ describe.skipIf(!hasChromium)(`the dashboard in Chromium (skipped when ${CHROMIU
     await page.locator('td', { hasText: 'later' }).waitFor();
     expect(await page.locator('tbody tr td.state-queued').count()).toBe(1);
 
-    // Every tenant's dead operations, from the home page, then the one whose id is markup.
+    // Every tenant's dead operations, counted on the home page, then listed, then the one whose
+    // id is markup.
     await page.goto(`${base}/dashboard#/`);
+    await page.locator('#awaiting li').first().waitFor();
+    expect(await page.locator('#awaiting li').allTextContents()).toEqual([
+      'Dead operations: 2 (redrive them)',
+      'Operations needing reconciliation: 0 (establish what the provider did)',
+    ]);
     await page.getByRole('link', { name: 'Dead operations', exact: true }).click();
     await page.getByRole('heading', { name: 'Operations dead, every tenant' }).waitFor();
     const dead = page.locator('tbody tr');

@@ -75,6 +75,7 @@ describe('GET /v1/queues', () => {
         { class: 'bulk', tenant: 'south', waiting: 0, running: 1 },
       ],
       queuesLeftOut: 0,
+      awaitingOperator: { dead: 0, needsReconciliation: 0 },
     });
     // The same counters the store keeps, class by class.
     const stats = await store.queueStats({ holdingWork: true });

@@ -6,6 +6,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { Sluice } from '../../sluice.js';
+import { AWAITING_OPERATOR_CAP, type AwaitingOperatorStats } from '../../store/types.js';
 import { principalOf } from '../route-config.js';
 import { meResponseSchema, noQuerySchema, queuesResponseSchema } from '../schemas.js';
 
@@ -20,13 +21,19 @@ export interface QueuesOverview {
   classes: Array<{ class: string; waiting: number; running: number }>;
   queues: Array<{ class: string; tenant: string; waiting: number; running: number }>;
   queuesLeftOut: number;
+  /** Every tenant's operations waiting for an operator, each state counted up to 10,000. */
+  awaitingOperator: AwaitingOperatorStats;
 }
 
-/** The store's queue counters, every class and the busiest (class, tenant) pairs: two reads. */
+/**
+ * The store's queue counters, every class and the busiest (class, tenant) pairs, and what waits
+ * for an operator: three reads.
+ */
 export async function queuesOverview(sluice: Sluice): Promise<QueuesOverview> {
-  const [queues, classes] = await Promise.all([
+  const [queues, classes, awaitingOperator] = await Promise.all([
     sluice.store.queueStats({ holdingWork: true }),
     sluice.store.classStats(),
+    sluice.store.awaitingOperatorStats({ cap: AWAITING_OPERATOR_CAP }),
   ]);
   // The class row counts what waits; what runs is counted per (class, tenant) only.
   const running = new Map<string, number>();
@@ -43,6 +50,7 @@ export async function queuesOverview(sluice: Sluice): Promise<QueuesOverview> {
       .slice(0, QUEUES_SHOWN)
       .map((q) => ({ class: q.class, tenant: q.tenant, waiting: q.waiting, running: q.running })),
     queuesLeftOut: Math.max(0, busiest.length - QUEUES_SHOWN),
+    awaitingOperator,
   };
 }
 
@@ -77,7 +85,7 @@ export function overviewRoutes(app: FastifyInstance, deps: { sluice: Sluice }): 
         summary: 'Every queue (admin)',
         description:
           "The store's queue counters across every tenant and process: each class's waiting and running " +
-          'operations, and the busiest (class, tenant) pairs holding work.',
+          'operations, the busiest (class, tenant) pairs holding work, and how many operations wait for an operator.',
         operationId: 'getQueues',
         tags: ['admin'],
         querystring: noQuerySchema,
