@@ -489,7 +489,6 @@ export class Worker extends EventEmitter<WorkerEvents> {
     capped: boolean,
     claimSentAt: number,
   ): void {
-    this.activeByClass.set(cls, this.active(cls) + 1);
     const key = operationKey(row.tenant, row.id);
     this.runningKeys.add(key);
     if (this.onLastChance(row)) this.lastChanceHere.add(key);
@@ -498,82 +497,94 @@ export class Worker extends EventEmitter<WorkerEvents> {
     let refilled = false;
     // Whether the attempt ended without its end written, its lease perhaps still held.
     let left = false;
-    const run = runAttempt(
-      {
-        store: this.env.store,
-        kinds: this.env.kinds,
-        log: this.log,
-        heartbeat: this.heartbeat,
-        tempDirs: this.tempDirs,
-        effectKey: this.env.effectKey,
-        random: this.env.random,
-        finish: async (params) => {
-          const written = await this.finish(cls, params, capped);
-          refilled = written.refilled;
-          return written.accepted;
+    const run = () =>
+      runAttempt(
+        {
+          store: this.env.store,
+          kinds: this.env.kinds,
+          log: this.log,
+          heartbeat: this.heartbeat,
+          tempDirs: this.tempDirs,
+          effectKey: this.env.effectKey,
+          random: this.env.random,
+          finish: async (params) => {
+            const written = await this.finish(cls, params, capped);
+            refilled = written.refilled;
+            return written.accepted;
+          },
+          stops: this.stops,
+          abortGraceMs: this.options.abortGraceMs ?? 1000,
+          leaseMs: this.leaseMs,
+          claimSentAt,
+          tempCheckMs: this.options.tempCheckMs ?? 250,
+          tempBytes: this.tempBytesByAttempt,
+          events: this.env.events,
+          journal: this.journal,
+          providers: this.env.providers,
+          retryBudget: this.env.retryBudget ? { ...this.env.retryBudget, shard: this.shard } : false,
         },
-        stops: this.stops,
-        abortGraceMs: this.options.abortGraceMs ?? 1000,
-        leaseMs: this.leaseMs,
-        claimSentAt,
-        tempCheckMs: this.options.tempCheckMs ?? 250,
-        tempBytes: this.tempBytesByAttempt,
-        events: this.env.events,
-        journal: this.journal,
-        providers: this.env.providers,
-        retryBudget: this.env.retryBudget ? { ...this.env.retryBudget, shard: this.shard } : false,
-      },
-      row,
-      claimNow,
-    )
-      .then((report) => {
-        if (report.outcome !== 'written') this.leftToExpire(row);
-        left = report.outcome === 'abandoned';
-        this.env.onSettled(
-          row,
-          report,
-          report.outcome === 'written' ? performance.now() - started : undefined,
-        );
-        if (report.outcome === 'written' && report.accepted && report.dueInMs !== undefined)
-          this.dueWakes.add(cls, report.dueInMs);
-        this.emit('attempt', {
-          tenant: row.tenant,
-          id: row.id,
-          kind: row.kind,
-          attempt: row.attempt,
-          report,
+        row,
+        claimNow,
+      )
+        .then((report) => {
+          if (report.outcome !== 'written') this.leftToExpire(row);
+          left = report.outcome === 'abandoned';
+          this.env.onSettled(
+            row,
+            report,
+            report.outcome === 'written' ? performance.now() - started : undefined,
+          );
+          if (report.outcome === 'written' && report.accepted && report.dueInMs !== undefined)
+            this.dueWakes.add(cls, report.dueInMs);
+          this.emit('attempt', {
+            tenant: row.tenant,
+            id: row.id,
+            kind: row.kind,
+            attempt: row.attempt,
+            report,
+          });
+        })
+        .catch((thrown: unknown) => {
+          // Whatever failed (a store error, or a bug that threw instead), the attempt ran here: its
+          // lease is left to expire, which counts it, never given back for free as a lost claim's.
+          if (this.state === 'stopping') this.unwritten++;
+          this.leftToExpire(row);
+          left = true;
+          // Read once, guarded: a value that throws when read (a Proxy a handler threw, and a bug let
+          // through) would turn this handler into an unhandled rejection, and Node would exit.
+          const error = readThrown(thrown, 'the attempt runner');
+          const message = isStoreError(error)
+            ? 'could not record the end of the attempt; its lease will expire and it will be redelivered'
+            : 'attempt runner failed';
+          try {
+            this.log.error({ err: error, operation: row.id }, message);
+          } catch {
+            // pino's serializer reads the stack and every property: a getter may still throw.
+            this.log.error({ operation: row.id }, `${message} (with an error that cannot be logged)`);
+          }
         });
-      })
-      .catch((thrown: unknown) => {
-        // Whatever failed (a store error, or a bug that threw instead), the attempt ran here: its
-        // lease is left to expire, which counts it, never given back for free as a lost claim's.
-        if (this.state === 'stopping') this.unwritten++;
-        this.leftToExpire(row);
-        left = true;
-        // Read once, guarded: a value that throws when read (a Proxy a handler threw, and a bug let
-        // through) would turn this handler into an unhandled rejection, and Node would exit.
-        const error = readThrown(thrown, 'the attempt runner');
-        const message = isStoreError(error)
-          ? 'could not record the end of the attempt; its lease will expire and it will be redelivered'
-          : 'attempt runner failed';
-        try {
-          this.log.error({ err: error, operation: row.id }, message);
-        } catch {
-          // pino's serializer reads the stack and every property: a getter may still throw.
-          this.log.error({ operation: row.id }, `${message} (with an error that cannot be logged)`);
-        }
-      })
-      .finally(() => {
-        this.activeByClass.set(cls, this.active(cls) - 1);
-        this.runningKeys.delete(key);
-        this.inflight.delete(run);
-        if (left) this.holdSlot(cls, row, capped, () => this.lastChanceHere.delete(key));
-        else {
-          this.lastChanceHere.delete(key);
-          if (!refilled) this.slotFreed(cls, capped);
-        }
-        if (this.inflight.size === 0) this.emit('idle');
-      });
+    this.inSlot(cls, run, () => {
+      this.runningKeys.delete(key);
+      if (left) this.holdSlot(cls, row, capped, () => this.lastChanceHere.delete(key));
+      else {
+        this.lastChanceHere.delete(key);
+        if (!refilled) this.slotFreed(cls, capped);
+      }
+    });
+  }
+
+  /**
+   * Runs `work` in one of the class's slots: taken now, and given back when it settles (`after`
+   * says whether it is free or held); the worker is idle when none is taken.
+   */
+  private inSlot(cls: string, work: () => Promise<void>, after: () => void): void {
+    this.activeByClass.set(cls, this.active(cls) + 1);
+    const run = work().finally(() => {
+      this.activeByClass.set(cls, this.active(cls) - 1);
+      this.inflight.delete(run);
+      after();
+      if (this.inflight.size === 0) this.emit('idle');
+    });
     this.inflight.add(run);
   }
 
@@ -645,25 +656,21 @@ export class Worker extends EventEmitter<WorkerEvents> {
       { class: cls, tenant: row.tenant, operation: row.id, leaseExpiries: row.leaseExpiries },
       'gave back an operation on its last chance: another runs in this process',
     );
-    this.activeByClass.set(cls, this.active(cls) + 1);
     let refilled = false;
-    const release = this.finish(cls, { lease: row, outcome: 'released' }, capped)
-      .then((written) => {
-        refilled = written.refilled;
-      })
-      .catch((error: unknown) => {
-        this.log.warn(
-          { err: error, class: cls, tenant: row.tenant, operation: row.id },
-          'could not give back an operation on its last chance; its lease will expire',
-        );
-      })
-      .finally(() => {
-        this.activeByClass.set(cls, this.active(cls) - 1);
-        this.inflight.delete(release);
-        if (!refilled) this.slotFreed(cls, capped);
-        if (this.inflight.size === 0) this.emit('idle');
-      });
-    this.inflight.add(release);
+    const release = () =>
+      this.finish(cls, { lease: row, outcome: 'released' }, capped)
+        .then((written) => {
+          refilled = written.refilled;
+        })
+        .catch((error: unknown) => {
+          this.log.warn(
+            { err: error, class: cls, tenant: row.tenant, operation: row.id },
+            'could not give back an operation on its last chance; its lease will expire',
+          );
+        });
+    this.inSlot(cls, release, () => {
+      if (!refilled) this.slotFreed(cls, capped);
+    });
   }
 
   /** An attempt that ran here ends without its end written: its lease is never a lost claim's. */
