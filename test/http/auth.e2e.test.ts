@@ -281,7 +281,9 @@ describe('auth over loopback', () => {
   });
 
   it("an admin key lists every tenant's dead letters, names a tenant for any other listing, and redrives them", async () => {
+    // A server whose kinds take small inputs: a batch redrive's body is held to its own limit.
     r = await rig({
+      server: { bodyLimitBytes: 8192 },
       define(sluice) {
         sluice.define('doomed', {
           input: z.object({}),
@@ -368,6 +370,26 @@ describe('auth over loopback', () => {
       'request-invalid',
       '#/operations',
     ]);
+    expect(await r.snapshot()).toEqual(before);
+    // At the edges: 100 references, each at the longest tenant and id, with the longest reason,
+    // fit the route's body limit, whatever the kinds allow.
+    const longest = Array.from({ length: 100 }, (_, i) => ({
+      tenant: `t${i}`.padEnd(128, 'x'),
+      id: `o${i}`.padEnd(255, 'y'),
+    }));
+    const edge = await r.call('POST', '/v1/redrives', {
+      key: KEYS.admin,
+      body: { reason: 'r'.repeat(2000), by: 'b'.repeat(200), operations: longest },
+    });
+    expect([edge.status, edge.json.results?.length]).toEqual([200, 100]);
+    expect(new Set(edge.json.results.map((x: { code: string }) => x.code))).toEqual(
+      new Set(['operation-not-found']),
+    );
+    const over = await r.call('POST', '/v1/redrives', {
+      key: KEYS.admin,
+      body: { reason: 'r'.repeat(64 * 1024), operations: longest },
+    });
+    expect([over.status, over.json.code]).toEqual([413, 'body-too-large']);
     expect(await r.snapshot()).toEqual(before);
     const redriven = await r.call('POST', '/v1/redrives', {
       key: KEYS.admin,
