@@ -247,6 +247,27 @@ describe('sluice ops redrive-dead', () => {
       ['north', 'n2'],
     ]);
     expect(dry.stdout).toContain('would redrive 3\n');
+    // The last attempt's error names the cause: the same three, by what killed them.
+    const byCause = await cli(h.dbPath, [
+      'ops',
+      'redrive-dead',
+      '--reason',
+      'r',
+      '--code',
+      'unclassified-error',
+      '--dry-run',
+    ]);
+    expect(byCause.stdout).toContain('would redrive 3\n');
+    const none = await cli(h.dbPath, [
+      'ops',
+      'redrive-dead',
+      '--reason',
+      'r',
+      '--code',
+      'crash-loop',
+      '--dry-run',
+    ]);
+    expect(none.stdout).toBe('(no dead operations match)\n\nwould redrive 0\n');
     expect(await stateOf('north', 'n1')).toBe('dead');
 
     // At most --limit, oldest first, and says more match.

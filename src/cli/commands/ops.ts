@@ -279,13 +279,22 @@ async function deadOnes(
       cursor,
     });
     for (const op of page.operations) {
-      if (opts.code !== undefined && op.error?.code !== opts.code) continue;
+      if (opts.code !== undefined && !endedBy(op, opts.code)) continue;
       if (found.length === limit) return { found, more: true };
       found.push(op);
     }
     if (!page.nextCursor) return { found, more: false };
     cursor = page.nextCursor;
   }
+}
+
+/**
+ * Whether `code` is what ended the operation: its error's code, or for attempts exhausted, the
+ * code of the last attempt's error (`--code provider-unavailable`: those the outage killed).
+ */
+function endedBy(op: Operation, code: string): boolean {
+  const last = (op.error?.details as { lastError?: { code?: unknown } } | undefined)?.lastError;
+  return op.error?.code === code || last?.code === code;
 }
 
 /** A whole number from 1 to `max` given as a flag's text. */
