@@ -71,13 +71,18 @@ function signedOut(error) {
 
 /**
  * Whether a live tick would take something from the operator: a field of the view has the focus
- * (a filter being typed), or an action's reason has text in it (a render would write a new, empty
- * form over it, and over the problem an action that failed showed).
+ * (a filter being typed), or a field of an action's form was changed (a reason typed, an effect's
+ * outcome chosen: a render would write a new, empty form over it, and over the problem an action
+ * that failed showed).
  */
 function busy() {
   const active = document.activeElement;
   if (active && $('view').contains(active) && active.matches('input, select, textarea')) return true;
-  return [...$('view').querySelectorAll('form.act input')].some((field) => field.value !== '');
+  const edited = (field) =>
+    field.matches('select') ? field.selectedIndex !== 0 : field.value !== field.defaultValue;
+  return [...$('view').querySelectorAll('form.act input, form.settle input, form.settle select')].some(
+    edited,
+  );
 }
 
 /** Reads the view again, while signed in, ticked, shown (not a background tab) and not busy. */

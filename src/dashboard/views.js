@@ -225,6 +225,97 @@ function actionForm(label, run) {
   );
 }
 
+/** JSON typed into a field, or a problem that names the field. */
+function parsed(text, what) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new Error(`${what} is not JSON`);
+  }
+}
+
+/**
+ * Settles an operation that needs reconciliation with what was established at the provider:
+ * each effect still pending named `committed` (with the provider's answer as JSON, which a
+ * requeued handler gets back, and its reference) or `absent`, then a resolution. The API refuses
+ * an end that leaves a pending effect unnamed; an effect left at "not established" is not sent.
+ */
+function settleForm(op, send) {
+  const pending = (op.effects ?? []).filter((e) => e.state === 'pending');
+  return el(
+    'form',
+    {
+      class: 'settle',
+      onsubmit: async (event) => {
+        event.preventDefault();
+        const f = event.target.elements;
+        try {
+          const effects = [];
+          for (const [i, e] of pending.entries()) {
+            const outcome = f[`outcome-${i}`].value;
+            if (outcome === 'absent') effects.push({ name: e.name, outcome });
+            if (outcome === 'committed') {
+              const reference = f[`reference-${i}`].value;
+              effects.push({
+                name: e.name,
+                outcome,
+                result: parsed(f[`answer-${i}`].value, `the provider's answer for ${e.name}`),
+                ...(reference === '' ? {} : { reference }),
+              });
+            }
+          }
+          const resolution = f.resolution.value;
+          const result = f.result.value.trim();
+          await send({
+            reason: f.reason.value,
+            resolution,
+            effects,
+            ...(resolution === 'succeeded' && result !== '' ? { result: parsed(result, 'the result') } : {}),
+          });
+          changed();
+        } catch (error) {
+          showProblem(error);
+        }
+      },
+    },
+    el('h3', {}, 'Settle with what the provider shows'),
+    pending.map((e, i) =>
+      el(
+        'fieldset',
+        {},
+        el('legend', {}, `Effect ${e.name} (key ${e.key})`),
+        el(
+          'label',
+          {},
+          'Outcome ',
+          el(
+            'select',
+            { name: `outcome-${i}` },
+            el('option', { value: '' }, 'not established'),
+            el('option', { value: 'committed' }, 'committed'),
+            el('option', { value: 'absent' }, 'absent'),
+          ),
+        ),
+        el('label', {}, " Provider's answer (JSON) ", el('input', { name: `answer-${i}`, value: 'null' })),
+        el('label', {}, ' Reference ', el('input', { name: `reference-${i}`, maxlength: 500 })),
+      ),
+    ),
+    el(
+      'label',
+      {},
+      'Resolution ',
+      el(
+        'select',
+        { name: 'resolution' },
+        ['requeue', 'succeeded', 'failed'].map((r) => el('option', { value: r }, r)),
+      ),
+    ),
+    el('label', {}, ' Result, if succeeded (JSON) ', el('input', { name: 'result' })),
+    el('label', {}, ' Reason ', el('input', { name: 'reason', required: true, maxlength: 2000 })),
+    el('button', { type: 'submit' }, 'Settle'),
+  );
+}
+
 async function operationView(params) {
   const tenant = session.me.role === 'tenant' ? session.me.tenant : params.get('tenant');
   const id = params.get('id');
@@ -265,11 +356,12 @@ async function operationView(params) {
       el(
         'p',
         { class: 'muted' },
-        'Requeue runs the handler again: committed effects return their recorded results, a pending one is looked up or sent again under its key. To settle it otherwise, use the CLI or the API (docs/operations.md, "Reconciliation").',
+        'Requeue runs the handler again: committed effects return their recorded results, a pending one is looked up or sent again under its key. Or settle it below with what the provider shows (docs/operations.md, "Reconciliation").',
       ),
       actionForm('Requeue', (reason) =>
         api('POST', `${path}/reconcile`, { query: { tenant }, body: { reason, resolution: 'requeue' } }),
       ),
+      settleForm(op, (body) => api('POST', `${path}/reconcile`, { query: { tenant }, body })),
     );
   }
   return [

@@ -1,7 +1,8 @@
 /**
  * The dashboard in Debian's Chromium, against a real server on a SQLite file with a worker: an
  * operator signs in with the admin key, reads the queues, lists every tenant's dead operations,
- * opens one and redrives it, then redrives the rest from the listing; a tenant signs in with its own key and reads its usage and a charge's journal; a
+ * opens one and redrives it, then redrives the rest from the listing, and settles a
+ * reconciliation with what the provider shows; a tenant signs in with its own key and reads its usage and a charge's journal; a
  * live view shows work submitted after it was read. An id and an input written as markup stay
  * text (no script of theirs runs), a wrong key is answered on the page, and the page requests
  * nothing but its own server. In CI (.ci/run installs the browser) a missing Chromium is a
@@ -13,7 +14,7 @@ import { join } from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { Retryable } from '../../src/core/errors/index.js';
+import { Ambiguous, Retryable } from '../../src/core/errors/index.js';
 import { CHROMIUM, hasChromium, launchChromium, requireChromiumInCi } from '../helpers/chromium.js';
 import { KEYS, type Rig, rig } from './rig.js';
 
@@ -39,6 +40,18 @@ describe.skipIf(!hasChromium)(`the dashboard in Chromium (skipped when ${CHROMIU
     r = await rig({
       sluice: { retryBudget: false },
       define(sluice) {
+        // Its charge timed out after sending, past the provider's retention: it waits for a person.
+        sluice.define('uncertain', {
+          input: z.object({}),
+          limits: { backoff: { baseMs: 0, capMs: 0 } },
+          run: (_input, ctx) =>
+            ctx.effect('charge', {
+              retentionMs: 1,
+              call: async () => {
+                throw new Ambiguous('timed out after sending');
+              },
+            }),
+        });
         sluice.define('flaky', {
           input: z.object({ note: z.string() }),
           limits: { maxAttempts: 1 },
@@ -60,6 +73,7 @@ describe.skipIf(!hasChromium)(`the dashboard in Chromium (skipped when ${CHROMIU
     });
     await sluice.submit({ tenant: 'north', id: MARKUP_ID, kind: 'flaky', input: { note: MARKUP_INPUT } });
     await sluice.submit({ tenant: 'south', id: 'south-dead', kind: 'flaky', input: { note: 'n' } });
+    await sluice.submit({ tenant: 'north', id: 'unsure', kind: 'uncertain', input: {} });
     expect((await sluice.wait({ tenant: 'north', id: 'paid' }, { timeoutMs: 20_000 })).state).toBe(
       'succeeded',
     );
@@ -68,6 +82,9 @@ describe.skipIf(!hasChromium)(`the dashboard in Chromium (skipped when ${CHROMIU
       ['south', 'south-dead'],
     ] as const)
       expect((await sluice.wait({ tenant, id }, { timeoutMs: 20_000 })).state).toBe('dead');
+    expect((await sluice.wait({ tenant: 'north', id: 'unsure' }, { timeoutMs: 20_000 })).state).toBe(
+      'needs_reconciliation',
+    );
     await worker.stop();
     // Work that waits: south's note is due in ten minutes.
     await sluice.submit({
@@ -136,7 +153,7 @@ describe.skipIf(!hasChromium)(`the dashboard in Chromium (skipped when ${CHROMIU
     await page.locator('#awaiting li').first().waitFor();
     expect(await page.locator('#awaiting li').allTextContents()).toEqual([
       'Dead operations: 2 (redrive them)',
-      'Operations needing reconciliation: 0 (establish what the provider did)',
+      'Operations needing reconciliation: 1 (establish what the provider did)',
     ]);
     await page.getByRole('link', { name: 'Dead operations', exact: true }).click();
     await page.getByRole('heading', { name: 'Operations dead, every tenant' }).waitFor();
@@ -188,6 +205,44 @@ describe.skipIf(!hasChromium)(`the dashboard in Chromium (skipped when ${CHROMIU
     expect([south.json.state, south.json.events]).toMatchObject([
       'queued',
       [{ action: 'redrive', by: 'admin#1', reason: 'the whole upstream is back' }],
+    ]);
+    await page.close();
+  });
+
+  it('lets an admin settle a reconciliation with what the provider shows', async () => {
+    const page = await open();
+    await signIn(page, KEYS.admin);
+    await page.locator('#who').filter({ hasText: 'admin key' }).waitFor();
+    await page.getByRole('link', { name: 'Operations needing reconciliation', exact: true }).click();
+    await page.getByRole('link', { name: 'unsure', exact: true }).click();
+    await page.locator('dd.state-needs_reconciliation').waitFor();
+    const form = page.locator('form.settle');
+    const journal = (await r.h.store.effectList({ tenant: 'north', id: 'unsure' }))[0]!;
+    expect(await form.locator('legend').allTextContents()).toEqual([`Effect charge (key ${journal.key})`]);
+
+    // An answer that is not JSON is said so, and nothing is sent.
+    await form.locator('select[name=outcome-0]').selectOption('committed');
+    await form.locator('input[name=answer-0]').fill('{ch_9');
+    await form.locator('input[name=reason]').fill('the provider shows ch_9 under the key');
+    await form.locator('button[type=submit]').click();
+    await expect
+      .poll(() => page.textContent('#problem'))
+      .toContain("the provider's answer for charge is not JSON");
+    expect((await r.h.sluice.get({ tenant: 'north', id: 'unsure' }))?.state).toBe('needs_reconciliation');
+
+    await form.locator('input[name=answer-0]').fill('{"id":"ch_9"}');
+    await form.locator('input[name=reference-0]').fill('ch_9');
+    await form.locator('select[name=resolution]').selectOption('succeeded');
+    await form.locator('input[name=result]').fill('{"charge":"ch_9"}');
+    await form.locator('button[type=submit]').click();
+    await page.locator('dd.state-succeeded').waitFor();
+    const settled = await r.call('GET', '/v1/operations/unsure?tenant=north&include=effects,events', {
+      key: KEYS.admin,
+    });
+    expect([settled.json.state, settled.json.result]).toEqual(['succeeded', { charge: 'ch_9' }]);
+    expect(settled.json.effects).toMatchObject([{ name: 'charge', state: 'committed', reference: 'ch_9' }]);
+    expect(settled.json.events).toMatchObject([
+      { action: 'reconcile', by: 'admin#1', reason: 'the provider shows ch_9 under the key' },
     ]);
     await page.close();
   });
