@@ -4,7 +4,7 @@
  * misspelt key or an out-of-range value is refused when the engine is made, not met later as a
  * default the caller did not mean (a NaN window, a budget that never refuses).
  */
-import pino, { type Logger } from 'pino';
+import type { Logger } from 'pino';
 import { type ProviderBudgets, validateBudgets } from '../admission/budgets.js';
 import { Admission, type AdmissionConfig } from '../admission/limits.js';
 import { DEFAULT_RETRY_BUDGET, type RetryBudgetConfig } from '../admission/retry-budget.js';
@@ -16,6 +16,7 @@ import {
   MAX_KEY_NAMESPACE_CHARS,
   namespacedEffectKey,
 } from '../effects/effect-key.js';
+import { sluiceLogger } from '../observability/logger.js';
 import { DEFAULT_RETENTION, type RetentionPolicy } from '../queue/maintenance.js';
 import type { Store } from '../store/store.js';
 import { logLevel } from './inputs.js';
@@ -81,7 +82,7 @@ export function engineSettings(options: SluiceOptions): EngineSettings {
       'new Sluice needs a store: { store: sqliteStore({ path }) } or { store: postgresStore({ connectionString }) }',
     );
   knownKeys('new Sluice options', options, SLUICE_OPTION_KEYS);
-  const log = options.logger ?? pino({ name: 'sluice', level: logLevel('warn') }, pino.destination(2));
+  const log = options.logger ?? sluiceLogger(logLevel('warn'));
   const effectKey = effectKeyOf(options);
   const retention = retentionOf(options.retention);
   const maxLeaseExpiries = bounded('maxLeaseExpiries', options.maxLeaseExpiries, 3, {

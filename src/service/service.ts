@@ -15,7 +15,7 @@
  */
 import { BlockList, isIP } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import pino, { type Logger } from 'pino';
+import type { Logger } from 'pino';
 import { validateBudgets } from '../admission/budgets.js';
 import { validateAdmission } from '../admission/limits.js';
 import { assertMigrated, openStore } from '../cli/open-store.js';
@@ -23,6 +23,7 @@ import { type SluiceConfig, withEnvironment } from '../config/config.js';
 import { logLevel } from '../config/inputs.js';
 import { bounded, MAX_TIMER_MS } from '../core/bounds.js';
 import { InvalidArgument } from '../core/errors/index.js';
+import { sluiceLogger } from '../observability/logger.js';
 import { createMetrics } from '../observability/metrics.js';
 import { checkWorkerOptions, type Worker } from '../runtime/worker.js';
 import { Sluice } from '../sluice.js';
@@ -101,7 +102,7 @@ export async function startService(input: SluiceConfig, options: ServiceOptions 
   // The engine checks these too, once the store is open: a mistake is better found before.
   validateAdmission({ classes: config.classes, tenants: config.tenants });
   validateBudgets(config.providers ?? {});
-  const log = options.logger ?? pino({ name: 'sluice', level: logLevel('info') }, pino.destination(2));
+  const log = options.logger ?? sluiceLogger(logLevel('info'));
   const store = await openStore(options.db ?? config.db, {
     sqlite: config.sqlite,
     postgres: config.postgres,

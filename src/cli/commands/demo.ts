@@ -10,12 +10,12 @@
  * in the log and on the terminal.
  */
 import type { Command } from 'commander';
-import pino from 'pino';
 import { withEnvironment } from '../../config/config.js';
 import { logLevel, portFrom } from '../../config/inputs.js';
 import { InvalidArgument } from '../../core/errors/index.js';
 import { DEMO_KEYS, paymentsConfig } from '../../demo/payments.js';
 import { runStory } from '../../demo/story.js';
+import { sluiceLogger } from '../../observability/logger.js';
 import { isLoopback, logWarningsTo, startService, stopOnSignals } from '../../service/service.js';
 import { startProviderServer } from '../../testing/provider-server.js';
 import { redact } from '../open-store.js';
@@ -29,7 +29,7 @@ export function demoCommand(program: Command): void {
       'listen on a $HOST beyond loopback, published demo keys and all (never on a shared network)',
     )
     .action(async (opts: { public?: boolean }) => {
-      const log = pino({ name: 'sluice', level: logLevel('info') }, pino.destination(2));
+      const log = sluiceLogger(logLevel('info'));
       logWarningsTo(log);
       // The address the service will take: the demo's own, unless $HOST names another.
       const host = withEnvironment(paymentsConfig('http://127.0.0.1')).http?.host ?? '127.0.0.1';

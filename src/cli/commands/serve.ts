@@ -3,10 +3,10 @@
  * `sluice serve`: the API and/or workers from a config file (see config/config.ts).
  */
 import type { Command } from 'commander';
-import pino from 'pino';
 import { loadConfig } from '../../config/config.js';
 import { logLevel, portFrom } from '../../config/inputs.js';
 import { InvalidArgument } from '../../core/errors/index.js';
+import { sluiceLogger } from '../../observability/logger.js';
 import { logWarningsTo, type Role, startService, stopOnSignals } from '../../service/service.js';
 import { migrateCommand } from '../open-store.js';
 
@@ -32,7 +32,7 @@ export function serveCommand(program: Command): void {
     .action(async (opts: { config?: string; db?: string; port?: string; host?: string; role: string }) => {
       if (!['api', 'worker', 'all'].includes(opts.role))
         throw new InvalidArgument(`--role must be api, worker or all, not ${JSON.stringify(opts.role)}`);
-      const log = pino({ name: 'sluice', level: logLevel('info') }, pino.destination(2));
+      const log = sluiceLogger(logLevel('info'));
       logWarningsTo(log);
       const config = await loadConfig(opts.config);
       const service = await startService(config, {
