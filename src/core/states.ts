@@ -28,6 +28,16 @@ export const OPERATION_STATES = [
 export type OperationState = (typeof OPERATION_STATES)[number];
 
 /** States an operation only leaves by an explicit, recorded operator action (or never). */
+/**
+ * The states in which an operation waits for an operator: `dead` (to redrive) and
+ * `needs_reconciliation` (to reconcile). Indexed across tenants on both stores, listed across
+ * tenants for admin keys, and counted by the metrics (ADR 9).
+ */
+export const AWAITING_OPERATOR_STATES = [
+  'dead',
+  'needs_reconciliation',
+] as const satisfies readonly OperationState[];
+
 export const TERMINAL_STATES: ReadonlySet<OperationState> = new Set([
   'succeeded',
   'failed',

@@ -5,6 +5,7 @@
  * `auth`; the OpenAPI generator documents both.
  */
 import type { FastifyRequest } from 'fastify';
+import { AWAITING_OPERATOR_STATES } from '../core/states.js';
 import type { Principal } from './auth.js';
 import { ApiError } from './problem.js';
 
@@ -63,9 +64,6 @@ export function tenantFor(request: FastifyRequest): string {
   return named;
 }
 
-/** The states an operator acts on, which an admin key may list across tenants. */
-export const ACROSS_TENANTS_STATES = ['dead', 'needs_reconciliation'] as const;
-
 /**
  * The tenant a listing reads: as `tenantFor`, except that an admin key that names none lists
  * every tenant's operations of a state an operator acts on (`dead`, `needs_reconciliation`), the
@@ -76,11 +74,11 @@ export function listedTenantFor(request: FastifyRequest, state: string | undefin
   const principal = principalOf(request);
   if (principal.kind === 'tenant' || (request.query as { tenant?: string } | undefined)?.tenant !== undefined)
     return tenantFor(request);
-  if (state === undefined || !(ACROSS_TENANTS_STATES as readonly string[]).includes(state))
+  if (state === undefined || !(AWAITING_OPERATOR_STATES as readonly string[]).includes(state))
     throw new ApiError(
       'invalid-argument',
       `an admin key lists across tenants only the operations waiting for an operator: ` +
-        `?state=${ACROSS_TENANTS_STATES.join(' or ?state=')}; name the tenant for any other listing: ?tenant=<tenant>`,
+        `?state=${AWAITING_OPERATOR_STATES.join(' or ?state=')}; name the tenant for any other listing: ?tenant=<tenant>`,
       {
         errors: [
           {

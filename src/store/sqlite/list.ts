@@ -25,15 +25,19 @@
  * (docs/admission.md).
  */
 import { InvalidArgument } from '../../core/errors/index.js';
-import { isTerminal, OPERATION_STATES, type OperationState } from '../../core/states.js';
+import {
+  AWAITING_OPERATOR_STATES,
+  isTerminal,
+  OPERATION_STATES,
+  type OperationState,
+} from '../../core/states.js';
 import type { ListParams } from '../types.js';
 
 /** The WHERE of the settled-state index, word for word (migrations/0013_tenant_settled.sql). */
 const SETTLED = "state NOT IN ('queued', 'running')";
 
 /** The WHERE of the index across tenants of the states an operator acts on (migration 35). */
-const ATTENTION = "state IN ('dead', 'needs_reconciliation')";
-const ATTENTION_STATES: readonly OperationState[] = ['dead', 'needs_reconciliation'];
+const ATTENTION = `state IN (${AWAITING_OPERATOR_STATES.map((s) => `'${s}'`).join(', ')})`;
 
 /**
  * Every tenant's operations in each of those states, counted up to `@cap` through their index:
@@ -68,7 +72,8 @@ function filtered(p: ListParams, state: OperationState | undefined): { from: str
     // index only for a query whose WHERE says its condition in so many words.
     where.push(`state = '${state}'`);
     if (isTerminal(state)) where.push(SETTLED);
-    if (p.tenant === undefined && ATTENTION_STATES.includes(state)) where.push(ATTENTION);
+    if (p.tenant === undefined && (AWAITING_OPERATOR_STATES as readonly OperationState[]).includes(state))
+      where.push(ATTENTION);
     if (state === 'running') from = 'operations INDEXED BY operations_leases';
     if (state === 'queued' && p.tenant !== undefined) {
       from = 'operations INDEXED BY operations_ready';
