@@ -276,6 +276,21 @@ describe('sluice ops redrive-dead', () => {
       1,
       'sluice: invalid-argument: --limit must be a whole number from 1 to 10000, not 0\n',
     ]);
+    const over = await cli(h.dbPath, ['ops', 'redrive-dead', '--reason', 'r', '--limit', '10001']);
+    expect([over.status, over.stderr]).toEqual([
+      1,
+      'sluice: invalid-argument: --limit must be a whole number from 1 to 10000, not 10001\n',
+    ]);
+    const most = await cli(h.dbPath, [
+      'ops',
+      'redrive-dead',
+      '--reason',
+      'r',
+      '--limit',
+      '10000',
+      '--dry-run',
+    ]);
+    expect([most.status, most.stdout.endsWith('would redrive 4\n')]).toEqual([0, true]);
     const first = await cli(
       h.dbPath,
       ['ops', 'redrive-dead', '--reason', 'the dependency is back', '--limit', '1'],
